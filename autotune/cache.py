@@ -1,0 +1,344 @@
+"""The sqlite cache: the only module that touches the database.
+
+Every evaluation is written as its own committed row the moment it completes (WAL mode),
+so a killed run loses at most the evaluation in flight.  Spaces are stored with their
+full definition beside the fingerprint, so a machine that cannot rebuild the space (a CPU
+replaying GPU data) uses exactly the recorded one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import sqlite_utils
+
+from autotune.types import Candidate, Result, Source, Status
+from search_spaces.fingerprint import SpaceIdentity
+from search_spaces.space import SearchSpace, canonical_json, params_key
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 60_000
+
+
+class CacheError(Exception):
+    """A database that is missing, unreadable, or made by another schema."""
+
+
+@dataclass(frozen=True)
+class SpaceRecord:
+    fingerprint: str
+    kernel: str
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    versions: dict[str, str]
+    source_hash: str
+    space: SearchSpace
+    evaluations: int = 0
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    session_id: int
+    generation: int
+    ordinal: int
+    candidate: Candidate
+    result: Result
+
+
+def _now() -> float:
+    return round(time.time(), 3)
+
+
+class Cache:
+    """A tuning database.  Open with `Cache.open(path)` (existing) or `Cache.create(path)`."""
+
+    def __init__(self, db: sqlite_utils.Database, path: Path) -> None:
+        self.db = db
+        self.path = path
+
+    # -- opening -------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | Path, *, create: bool = False) -> "Cache":
+        """Open a database; with `create`, make it (and its schema) when it does not exist."""
+        path = Path(path)
+        if not path.exists() and not create:
+            raise CacheError(f"database {path} does not exist")
+        if path.exists() and path.is_dir():
+            raise CacheError(f"{path} is a directory, not a database file")
+        try:
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as error:
+            raise CacheError(f"{path} is not a readable sqlite database ({error})") from None
+        cache = cls(sqlite_utils.Database(conn), path)
+        if not tables:
+            if not create:
+                raise CacheError(f"{path} is an empty database, not an autotune cache")
+            cache._create_schema()
+        else:
+            cache._check_schema(tables)
+        return cache
+
+    def _check_schema(self, tables: set[str]) -> None:
+        if "meta" not in tables:
+            raise CacheError(f"{self.path} is a sqlite database but not an autotune cache (no meta table)")
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else None
+        if version != SCHEMA_VERSION:
+            raise CacheError(
+                f"{self.path} was made by cache schema {version}; this version reads schema {SCHEMA_VERSION} only"
+            )
+
+    def _create_schema(self) -> None:
+        conn = self.db.conn
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:
+            pass  # another process is creating it too; WAL is persistent once set
+        with _transaction(conn):
+            if conn.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone():
+                return  # a concurrent creator won the race
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    # -- spaces ------------------------------------------------------------------------
+    def put_space(self, identity: SpaceIdentity) -> str:
+        signature = identity.signature
+        self._write(
+            "INSERT OR IGNORE INTO spaces(fingerprint, kernel, shape, dtype, device, versions, source_hash,"
+            " definition, created) VALUES (?,?,?,?,?,?,?,?,?)",
+            (identity.fingerprint, identity.space.kernel, json.dumps(list(signature["shape"])),
+             str(signature["dtype"]), identity.device, canonical_json(dict(identity.versions)),
+             identity.source_hash, canonical_json(identity.space.to_dict()), _now()),
+        )
+        return identity.fingerprint
+
+    def find_spaces(self, kernel: str, shape: tuple[int, ...] | None = None, dtype: str | None = None) -> list[SpaceRecord]:
+        """Recorded spaces of a kernel (optionally one shape and dtype), most data first."""
+        sql = ("SELECT s.*, (SELECT COUNT(*) FROM evaluations e WHERE e.space_fingerprint = s.fingerprint"
+               " AND e.source = 'measured') AS n FROM spaces s WHERE kernel = ?")
+        args: list[Any] = [kernel]
+        if shape is not None:
+            sql += " AND shape = ?"
+            args.append(json.dumps(list(shape)))
+        if dtype is not None:
+            sql += " AND dtype = ?"
+            args.append(dtype)
+        rows = self.db.execute(sql + " ORDER BY n DESC, created DESC", args).fetchall()
+        return [self._space_record(dict(zip(self._columns("spaces") + ["n"], r))) for r in rows]
+
+    def get_space(self, fingerprint: str) -> SpaceRecord | None:
+        row = self.db.execute("SELECT * FROM spaces WHERE fingerprint = ?", (fingerprint,)).fetchone()
+        return self._space_record(dict(zip(self._columns("spaces"), row))) if row else None
+
+    @staticmethod
+    def _space_record(row: Mapping[str, Any]) -> SpaceRecord:
+        return SpaceRecord(
+            fingerprint=row["fingerprint"], kernel=row["kernel"], shape=tuple(json.loads(row["shape"])),
+            dtype=row["dtype"], device=row["device"], versions=json.loads(row["versions"]),
+            source_hash=row["source_hash"], space=SearchSpace.from_dict(json.loads(row["definition"])),
+            evaluations=int(row.get("n") or 0),
+        )
+
+    # -- sessions -------------------------------------------------------------------
+    def start_session(self, *, kernel: str, shape: tuple[int, ...], dtype: str, strategy: str, seed: int,
+                      budget: int | None, seconds: float | None, fingerprint: str, device: str,
+                      versions: Mapping[str, str], mode: str, options: Mapping[str, Any]) -> int:
+        cursor = self._write(
+            "INSERT INTO sessions(kernel, shape, dtype, strategy, seed, budget, seconds, space_fingerprint,"
+            " device, versions, mode, options, started) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (kernel, json.dumps(list(shape)), dtype, strategy, seed, budget, seconds, fingerprint, device,
+             canonical_json(dict(versions)), mode, canonical_json(dict(options)), _now()),
+        )
+        return int(cursor.lastrowid)
+
+    def end_session(self, session_id: int, exit_reason: str, best_key: str | None) -> None:
+        self._write("UPDATE sessions SET ended = ?, exit_reason = ?, best_key = ? WHERE id = ?",
+                    (_now(), exit_reason, best_key, session_id))
+
+    def session(self, session_id: int) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        return self._session_dict(row) if row else None
+
+    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT * FROM sessions ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [self._session_dict(r) for r in rows]
+
+    def _session_dict(self, row: tuple) -> dict[str, Any]:
+        data = dict(zip(self._columns("sessions"), row))
+        data["shape"] = tuple(json.loads(data["shape"]))
+        data["versions"] = json.loads(data["versions"])
+        data["options"] = json.loads(data["options"])
+        counts = self.db.execute(
+            "SELECT COUNT(*), SUM(status != 'ok') FROM evaluations WHERE session_id = ?", (data["id"],)
+        ).fetchone()
+        data["evaluations"], data["failures"] = int(counts[0]), int(counts[1] or 0)
+        return data
+
+    # -- evaluations ------------------------------------------------------------------
+    def record(self, session_id: int, fingerprint: str, generation: int, ordinal: int,
+               candidate: Candidate, result: Result) -> None:
+        """Write one evaluation as its own committed row."""
+        self._write(
+            "INSERT INTO evaluations(session_id, space_fingerprint, generation, ordinal, config_key, config_json,"
+            " params_json, status, error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions, rel_error,"
+            " source, samples_json, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (session_id, fingerprint, generation, ordinal, candidate.key, canonical_json(dict(candidate.native)),
+             canonical_json(candidate.params), result.status.value, result.error[:4000], result.compile_s,
+             result.bench_s, result.median_ms, result.min_ms, result.max_ms, result.repetitions, result.rel_error,
+             result.source.value, json.dumps(list(result.samples_ms)) if result.samples_ms else None, _now()),
+        )
+
+    def record_alias(self, fingerprint: str, raw: Mapping[str, Any], candidate: Candidate) -> None:
+        """Remember which normalised config a raw point became (replay needs this off the GPU)."""
+        self._write(
+            "INSERT OR IGNORE INTO aliases(space_fingerprint, params_key, params_json, config_json, config_key)"
+            " VALUES (?,?,?,?,?)",
+            (fingerprint, params_key(raw), canonical_json(candidate.params), canonical_json(dict(candidate.native)),
+             candidate.key),
+        )
+
+    def aliases(self, fingerprint: str) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+        rows = self.db.execute(
+            "SELECT params_key, params_json, config_json FROM aliases WHERE space_fingerprint = ?", (fingerprint,)
+        ).fetchall()
+        return {k: (json.loads(p), json.loads(c)) for k, p, c in rows}
+
+    def lookup(self, fingerprint: str, key: str) -> Result | None:
+        """The latest measurement of a config for a space, or None."""
+        row = self.db.execute(
+            f"SELECT {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND config_key = ?"
+            " AND source = 'measured' ORDER BY id DESC LIMIT 1", (fingerprint, key),
+        ).fetchone()
+        return _result(row) if row else None
+
+    def measurements(self, fingerprint: str) -> dict[str, list[Result]]:
+        """Every measured result of a space, grouped by config key (repeats kept, oldest first)."""
+        grouped: dict[str, list[Result]] = {}
+        for row in self.db.execute(
+            f"SELECT {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND source = 'measured'"
+            " ORDER BY id", (fingerprint,),
+        ):
+            grouped.setdefault(row[0], []).append(_result(row))
+        return grouped
+
+    def session_evaluations(self, session_id: int) -> list[EvaluationRow]:
+        rows = self.db.execute(
+            f"SELECT generation, ordinal, params_json, config_json, {_RESULT_COLUMNS} FROM evaluations"
+            " WHERE session_id = ? ORDER BY generation, ordinal, id", (session_id,),
+        ).fetchall()
+        result = []
+        for generation, ordinal, params_json, config_json, *rest in rows:
+            candidate = Candidate(params=json.loads(params_json), native=json.loads(config_json), key=rest[0])
+            result.append(EvaluationRow(session_id, generation, ordinal, candidate, _result(tuple(rest))))
+        return result
+
+    def best(self, fingerprint: str) -> tuple[Candidate, Result] | None:
+        """The fastest accurate config ever measured for a space."""
+        row = self.db.execute(
+            f"SELECT params_json, config_json, {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ?"
+            " AND source = 'measured' AND status = 'ok' ORDER BY median_ms LIMIT 1", (fingerprint,),
+        ).fetchone()
+        if not row:
+            return None
+        params_json, config_json, *rest = row
+        return Candidate(json.loads(params_json), json.loads(config_json), rest[0]), _result(tuple(rest))
+
+    # -- baselines ----------------------------------------------------------------------
+    def record_baseline(self, session_id: int, fingerprint: str, name: str, result: Result) -> None:
+        self._write(
+            "INSERT INTO baselines(session_id, space_fingerprint, name, status, error, median_ms, min_ms, max_ms,"
+            " repetitions, rel_error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (session_id, fingerprint, name, result.status.value, result.error[:4000], result.median_ms,
+             result.min_ms, result.max_ms, result.repetitions, result.rel_error, _now()),
+        )
+
+    def baselines(self, *, session_id: int | None = None, fingerprint: str | None = None) -> dict[str, Result]:
+        """Baselines of one session, or the latest of each name recorded for a space."""
+        column, value = ("session_id", session_id) if session_id is not None else ("space_fingerprint", fingerprint)
+        rows = self.db.execute(
+            f"SELECT name, status, error, median_ms, min_ms, max_ms, repetitions, rel_error FROM baselines"
+            f" WHERE {column} = ? ORDER BY id", (value,),
+        ).fetchall()
+        return {
+            name: Result(key=name, status=Status(status), error=error or "", median_ms=med, min_ms=lo, max_ms=hi,
+                         repetitions=reps or 0, rel_error=rel)
+            for name, status, error, med, lo, hi, reps, rel in rows
+        }
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _columns(self, table: str) -> list[str]:
+        return [r[1] for r in self.db.execute(f"PRAGMA table_info({table})")]
+
+    def _write(self, sql: str, args: tuple) -> sqlite3.Cursor:
+        with _transaction(self.db.conn):
+            return self.db.conn.execute(sql, args)
+
+    def integrity_ok(self) -> bool:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+class _transaction:
+    """BEGIN IMMEDIATE ... COMMIT, so writers queue on the lock instead of failing mid-way."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+_RESULT_COLUMNS = ("config_key, status, error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions,"
+                   " rel_error, source, samples_json")
+
+
+def _result(row: tuple) -> Result:
+    key, status, error, compile_s, bench_s, med, lo, hi, reps, rel, source, samples = row
+    return Result(key=key, status=Status(status), error=error or "", compile_s=compile_s, bench_s=bench_s,
+                  median_ms=med, min_ms=lo, max_ms=hi, repetitions=reps or 0, rel_error=rel,
+                  source=Source(source), samples_ms=tuple(json.loads(samples)) if samples else ())
+
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE spaces (
+    fingerprint TEXT PRIMARY KEY, kernel TEXT NOT NULL, shape TEXT NOT NULL, dtype TEXT NOT NULL,
+    device TEXT NOT NULL, versions TEXT NOT NULL, source_hash TEXT NOT NULL, definition TEXT NOT NULL,
+    created REAL NOT NULL);
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, kernel TEXT NOT NULL, shape TEXT NOT NULL, dtype TEXT NOT NULL,
+    strategy TEXT NOT NULL, seed INTEGER, budget INTEGER, seconds REAL,
+    space_fingerprint TEXT NOT NULL REFERENCES spaces(fingerprint), device TEXT NOT NULL, versions TEXT NOT NULL,
+    mode TEXT NOT NULL, options TEXT NOT NULL, started REAL NOT NULL, ended REAL, exit_reason TEXT,
+    best_key TEXT);
+CREATE TABLE evaluations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER NOT NULL REFERENCES sessions(id),
+    space_fingerprint TEXT NOT NULL, generation INTEGER NOT NULL, ordinal INTEGER NOT NULL,
+    config_key TEXT NOT NULL, config_json TEXT NOT NULL, params_json TEXT NOT NULL, status TEXT NOT NULL,
+    error TEXT, compile_s REAL, bench_s REAL, median_ms REAL, min_ms REAL, max_ms REAL, repetitions INTEGER,
+    rel_error REAL, source TEXT NOT NULL, samples_json TEXT, created REAL NOT NULL,
+    UNIQUE (session_id, generation, ordinal));
+CREATE INDEX evaluations_by_config ON evaluations(space_fingerprint, config_key);
+CREATE TABLE aliases (
+    space_fingerprint TEXT NOT NULL, params_key TEXT NOT NULL, params_json TEXT NOT NULL,
+    config_json TEXT NOT NULL, config_key TEXT NOT NULL, PRIMARY KEY (space_fingerprint, params_key));
+CREATE TABLE baselines (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER NOT NULL REFERENCES sessions(id),
+    space_fingerprint TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL, error TEXT, median_ms REAL,
+    min_ms REAL, max_ms REAL, repetitions INTEGER, rel_error REAL, created REAL NOT NULL);
+"""

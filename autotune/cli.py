@@ -1,0 +1,183 @@
+"""The `autotune` command line.  The only module that reads flags and the environment.
+
+Every user error (unknown kernel, malformed shape, bad budget, missing or foreign
+database, config outside the space) ends in one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from autotune.cache import Cache, CacheError
+from autotune.errors import UserError
+
+EXIT_USAGE = 2
+
+
+# -- argument parsing ------------------------------------------------------------------
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not a usage dump
+        raise UserError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="autotune", description="Tune Helion and Triton kernels; record every evaluation in sqlite.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    commands.add_parser("kernels", help="list the built-in kernels")
+
+    tune = commands.add_parser("tune", help="tune a kernel (replays from the database where there is no GPU)")
+    tune.add_argument("kernel")
+    tune.add_argument("--shape", required=True, help="e.g. 4096x32000")
+    tune.add_argument("--dtype", default="float16")
+    tune.add_argument("--strategy", default="random")
+    tune.add_argument("--budget", type=_positive_int, default=None, help="number of configs to evaluate")
+    tune.add_argument("--seconds", type=_positive_float, default=None, help="wall-clock budget")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--generation-size", type=_positive_int, default=None)
+    tune.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
+    tune.add_argument("--replay", action="store_true", help="answer from the database even if a GPU is present")
+    tune.add_argument("--replay-db", default="replays.db", help="where replay sessions are recorded")
+    tune.add_argument("--space", default=None, help="replay: fingerprint (or prefix) of the recorded space to use")
+    tune.add_argument("--fresh", action="store_true", help="measure again even configs already recorded")
+    tune.add_argument("--compile-workers", type=_positive_int, default=None)
+    tune.add_argument("--compile-timeout", type=_positive_float, default=60.0)
+
+    for name, text in (("sessions", "list recorded sessions"), ("show", "a session's timeline and best"),
+                       ("export", "a session's best config as code or JSON")):
+        sub = commands.add_parser(name, help=text)
+        if name != "sessions":
+            sub.add_argument("session", type=_positive_int)
+        sub.add_argument("--db", default="cache.db")
+        if name == "export":
+            sub.add_argument("--format", choices=("python", "json"), default="python")
+        if name == "sessions":
+            sub.add_argument("--limit", type=_positive_int, default=50)
+    return parser
+
+
+# -- commands ------------------------------------------------------------------------------
+def cmd_kernels(args: argparse.Namespace, console: Console) -> int:
+    from autotune.kernels import all_kernels
+
+    table = Table(title="built-in kernels")
+    for column in ("name", "family", "baselines", "description"):
+        table.add_column(column)
+    for spec in all_kernels():
+        table.add_row(spec.name, spec.family, ", ".join(spec.baselines), escape(spec.description))
+    console.print(table)
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace, console: Console) -> int:
+    from autotune.tuning import TuneRequest, run_tune
+
+    request = TuneRequest(
+        kernel=args.kernel, shape=args.shape, dtype=args.dtype, strategy=args.strategy, budget=args.budget,
+        seconds=args.seconds, seed=args.seed, generation_size=args.generation_size, db=Path(args.db),
+        replay=args.replay, replay_db=Path(args.replay_db), space=args.space, fresh=args.fresh,
+        compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout,
+    )
+    run_tune(request, console)
+    return 0
+
+
+def _open_existing(path: str) -> Cache:
+    return Cache.open(path)
+
+
+def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
+    from autotune.report import sessions_table
+
+    cache = _open_existing(args.db)
+    console.print(sessions_table(cache.sessions(args.limit)))
+    return 0
+
+
+def _session_or_fail(cache: Cache, session_id: int) -> dict[str, Any]:
+    session = cache.session(session_id)
+    if session is None:
+        raise UserError(f"no session {session_id} in {cache.path}")
+    return session
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    from autotune.history import print_session
+
+    cache = _open_existing(args.db)
+    print_session(cache, _session_or_fail(cache, args.session), console)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from autotune.export import export_config
+    from autotune.history import session_best
+
+    cache = _open_existing(args.db)
+    session = _session_or_fail(cache, args.session)
+    best = session_best(cache, session["id"])
+    if best is None:
+        raise UserError(f"session {args.session} has no accurate measured config to export")
+    record = cache.get_space(session["space_fingerprint"])
+    family = record.space.family if record else "helion"
+    sys.stdout.write(export_config(best[0].native, family=family, kernel=session["kernel"], fmt=args.format))
+    return 0
+
+
+COMMANDS = {"kernels": cmd_kernels, "tune": cmd_tune, "sessions": cmd_sessions, "show": cmd_show,
+            "export": cmd_export}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    console = Console()
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            raise UserError("no command given (try: autotune kernels, tune, sessions, show, export)")
+        return COMMANDS[args.command](args, console)
+    except (UserError, CacheError) as error:
+        print(f"autotune: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("autotune: interrupted; every finished evaluation is in the database", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001 - last resort: one line unless --debug
+        if debug:
+            raise
+        print(f"autotune: unexpected error: {type(error).__name__}: {error} (run with --debug for details)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

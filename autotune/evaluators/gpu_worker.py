@@ -1,0 +1,144 @@
+"""Code that runs inside the GPU evaluator's worker processes.
+
+Two roles.  A compile worker builds a config and runs it once (Triton compiles on first
+launch), reporting 'compiled' when the launch returns and 'ran' once the GPU finished, so
+the parent can tell a compile hang from a run hang.  The benchmark worker, one per
+evaluator, checks accuracy and times.  A config that kills its worker (illegal address,
+abort) only costs that worker: the parent starts another.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+from autotune.evaluators.failures import classify_exception, short_error
+from autotune.types import Status
+
+
+@dataclass(frozen=True)
+class WorkerInit:
+    kernel: str
+    shape: tuple[int, ...]
+    dtype: str
+    seed: int
+    timing: Any = None  # TimingOptions, for the benchmark worker
+
+
+def build_runner(spec: Any, bound: Any, native: dict[str, Any]) -> Callable[[tuple], Any]:
+    """A callable computing the kernel with one config (compiles lazily on first call)."""
+    if spec.family == "helion":
+        import helion
+
+        compiled = bound.compile_config(helion.Config.from_dict(dict(native)), allow_print=False)
+        return lambda inputs: compiled(*inputs)
+    return lambda inputs: spec.triton_launch(dict(native), *inputs)
+
+
+class _State:
+    def __init__(self, init: WorkerInit) -> None:
+        import torch
+
+        from autotune.kernels.registry import DTYPES, get_kernel
+
+        self.torch = torch
+        self.spec = get_kernel(init.kernel)
+        self.dtype = DTYPES[init.dtype]
+        self.inputs = self.spec.make_inputs(tuple(init.shape), self.dtype, "cuda", init.seed)
+        self.bound = self.spec.helion_kernel.bind(self.inputs) if self.spec.family == "helion" else None
+
+
+def _setup(conn: Connection, init: WorkerInit) -> _State | None:
+    try:
+        state = _State(init)
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which decides
+        conn.send(("setup_failed", short_error(error, 2000) + "\n" + traceback.format_exc()[-2000:]))
+        return None
+    conn.send(("ready",))
+    return state
+
+
+def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
+    state = _setup(conn, init)
+    if state is None:
+        return
+    while True:
+        message = conn.recv()
+        if message is None:
+            return
+        key, native = message
+        started = time.perf_counter()
+        try:
+            runner = build_runner(state.spec, state.bound, native)
+            runner(state.inputs)  # compiles, then enqueues the launch
+        except BaseException as error:  # noqa: BLE001
+            status = classify_exception(error, phase="compile")
+            conn.send(("failed", key, status.value, short_error(error), time.perf_counter() - started))
+            if status is Status.CRASH:
+                os._exit(3)  # the CUDA context may be unusable
+            continue
+        compile_s = time.perf_counter() - started
+        conn.send(("compiled", key, compile_s))
+        try:
+            state.torch.cuda.synchronize()
+        except BaseException as error:  # noqa: BLE001
+            conn.send(("failed", key, classify_exception(error, phase="run").value, short_error(error), compile_s))
+            os._exit(3)
+        conn.send(("ran", key))
+
+
+def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
+    state = _setup(conn, init)
+    if state is None:
+        return
+    from autotune.evaluators import timing
+
+    torch = state.torch
+    reference = state.spec.reference(tuple(x.to(torch.float64) if x.is_floating_point() else x for x in state.inputs))
+    tolerance = timing.tolerance_for(state.dtype)
+    while True:
+        message = conn.recv()
+        if message is None:
+            return
+        kind, key, payload = message
+        started = time.perf_counter()
+        try:
+            if kind == "baseline":
+                fn = state.spec.baselines[payload]
+                runner = lambda inputs: fn(inputs)  # noqa: E731
+            else:
+                runner = build_runner(state.spec, state.bound, payload)
+        except BaseException as error:  # noqa: BLE001
+            conn.send({"key": key, "status": classify_exception(error, phase="compile").value,
+                       "error": short_error(error)})
+            continue
+        try:
+            reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, init.timing)
+        except BaseException as error:  # noqa: BLE001
+            status = classify_exception(error, phase="run")
+            conn.send({"key": key, "status": status.value, "error": short_error(error),
+                       "bench_s": time.perf_counter() - started})
+            if status is Status.CRASH:
+                os._exit(3)
+            continue
+        reply.update(key=key, bench_s=time.perf_counter() - started)
+        conn.send(reply)
+
+
+def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference: Any, tolerance: float,
+             options: Any) -> dict[str, Any]:
+    out, poisoned = timing.run_poisoned(lambda: runner(inputs))
+    error = timing.relative_error(out, reference)
+    del out
+    if not error <= tolerance:
+        note = "" if poisoned else " (output memory could not be poisoned)"
+        return {"status": Status.WRONG_RESULT.value, "rel_error": error if error != float("inf") else None,
+                "error": f"relative error {error:.3g} over tolerance {tolerance:g}{note}"}
+    result = timing.time_gpu(lambda: runner(inputs), options or timing.TimingOptions())
+    samples = result.samples_ms
+    return {"status": Status.OK.value, "rel_error": error, "median_ms": result.median_ms, "min_ms": min(samples),
+            "max_ms": max(samples), "repetitions": len(samples), "samples_ms": samples, "method": result.method}

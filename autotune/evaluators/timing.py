@@ -1,0 +1,126 @@
+"""GPU timing and accuracy checks, run inside the benchmark worker process.
+
+Timing: the L2 cache is flushed (a buffer larger than L2 is overwritten) before every
+timed call, each call is bracketed by CUDA events, and the median of many calls is kept
+with min and max.  Kernels shorter than `graph_below_ms` are replayed from a CUDA graph,
+because for them the host launch cost, not the kernel, would dominate event timing.
+
+Accuracy: relative error ||out - ref|| / ||ref|| against an fp64 reference; NaN or an
+unwritten element never passes (the output memory is poisoned with NaN before the run).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+# Relative-error tolerances by output dtype: a few ulps of the format, with room for
+# exp/division approximations (fp16 ulp ~ 9.8e-4, bf16 ulp ~ 7.8e-3).
+TOLERANCE = {torch.float16: 5e-3, torch.bfloat16: 3e-2, torch.float32: 1e-4, torch.float64: 1e-10}
+FLUSH_BYTES = 256 * 1024 * 1024  # 5x the H100's 50 MB L2
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    min_reps: int = 30
+    max_reps: int = 200
+    target_ms: float = 250.0  # aim for about this much timed kernel time per config
+    warmup: int = 3
+    graph_below_ms: float = 0.05
+
+
+@dataclass(frozen=True)
+class Timing:
+    samples_ms: tuple[float, ...]
+    method: str  # "events" or "graph"
+
+    @property
+    def median_ms(self) -> float:
+        ordered = sorted(self.samples_ms)
+        n = len(ordered)
+        return ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in fp64; infinity when anything is NaN/inf or shapes differ."""
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
+        return math.inf
+    out64 = out.detach().to(torch.float64)
+    if not bool(torch.isfinite(out64).all()):
+        return math.inf
+    denominator = float(torch.linalg.vector_norm(ref))
+    numerator = float(torch.linalg.vector_norm(out64 - ref))
+    return numerator / denominator if denominator else numerator
+
+
+def tolerance_for(dtype: torch.dtype) -> float:
+    return TOLERANCE.get(dtype, 1e-2)
+
+
+def run_poisoned(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, bool]:
+    """Run `fn` with its output memory pre-filled with NaN.
+
+    Kernels that allocate their own output (Helion's `torch.empty_like`) get a block from
+    the caching allocator; freeing a NaN-filled block of the same size just before makes
+    that block the one they get, so elements the kernel never writes stay NaN.  Returns
+    the output and whether the poisoned block was indeed reused.
+    """
+    probe = fn()
+    torch.cuda.synchronize()
+    poison = torch.full_like(probe, float("nan")) if probe.is_floating_point() else torch.full_like(probe, -1)
+    address = poison.data_ptr()
+    del probe, poison
+    out = fn()
+    torch.cuda.synchronize()
+    return out, out.data_ptr() == address
+
+
+def time_gpu(fn: Callable[[], object], options: TimingOptions = TimingOptions()) -> Timing:
+    """Median-of-many timing with a cold L2 before every call."""
+    flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    for _ in range(options.warmup):
+        fn()
+    torch.cuda.synchronize()
+    estimate = _event_samples(fn, flush, 5)
+    estimate_ms = sorted(estimate)[2]
+    reps = int(min(options.max_reps, max(options.min_reps, options.target_ms / max(estimate_ms, 1e-3))))
+    if estimate_ms < options.graph_below_ms:
+        return Timing(tuple(_graph_samples(fn, flush, reps)), "graph")
+    return Timing(tuple(_event_samples(fn, flush, reps)), "events")
+
+
+def _event_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int) -> list[float]:
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends):
+        flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def _graph_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int) -> list[float]:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # allocations made during capture come from the graph's own pool after this
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends):
+        flush.zero_()
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]

@@ -1,0 +1,72 @@
+"""Frozen configs as code or JSON, ready to paste into production kernels.
+
+A config read from the database is data: it is rendered literal by literal from JSON
+values (None, bools, numbers, strings, lists), never evaluated, so nothing stored in a
+database can inject code into an export.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import math
+from typing import Any, Mapping
+
+from search_spaces.triton_space import split_launch_config
+
+
+class ExportError(ValueError):
+    pass
+
+
+def literal(value: Any) -> str:
+    """Python source for a JSON value; refuses anything else."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ExportError(f"cannot export non-finite number {value!r}")
+        return repr(float(value))
+    if isinstance(value, str):
+        return repr(str(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    raise ExportError(f"cannot export a value of type {type(value).__name__}")
+
+
+def _keyword_arguments(config: Mapping[str, Any]) -> str:
+    parts = []
+    for name in sorted(config):
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise ExportError(f"config key {name!r} is not a valid Python identifier")
+        parts.append(f"{name}={literal(config[name])}")
+    return ", ".join(parts)
+
+
+def helion_python(config: Mapping[str, Any], kernel: str) -> str:
+    return (
+        "import helion\n\n"
+        f"# Tuned config for {kernel}; use as @helion.kernel(config=CONFIG, static_shapes=True)\n"
+        f"CONFIG = helion.Config({_keyword_arguments(config)})\n"
+    )
+
+
+def triton_python(config: Mapping[str, Any], kernel: str) -> str:
+    meta, options = split_launch_config(config)
+    meta_text = "{" + ", ".join(f"{literal(str(k))}: {literal(v)}" for k, v in sorted(meta.items())) + "}"
+    option_text = "".join(f", {k}={literal(v)}" for k, v in sorted(options.items()))
+    return (
+        "import triton\n\n"
+        f"# Tuned launch config for {kernel}; use as @triton.autotune(configs=[CONFIG], key=[])\n"
+        f"CONFIG = triton.Config({meta_text}{option_text})\n"
+    )
+
+
+def export_config(config: Mapping[str, Any], *, family: str, kernel: str, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(dict(config), indent=2, sort_keys=True) + "\n"
+    if fmt == "python":
+        return helion_python(config, kernel) if family == "helion" else triton_python(config, kernel)
+    raise ExportError(f"unknown export format {fmt!r} (use python or json)")

@@ -1,0 +1,82 @@
+"""Reading recorded sessions back: the timeline, the best config, the comparison table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from autotune.cache import Cache, EvaluationRow
+from autotune.report import comparison_table, gbps, timeline_line
+from autotune.session import GenerationSummary
+from autotune.types import Candidate, Result
+from search_spaces.space import SearchSpace
+
+
+def timeline(rows: list[EvaluationRow], space: SearchSpace | None) -> list[GenerationSummary]:
+    """Per-generation summaries rebuilt from recorded rows (what the live session printed)."""
+    summaries: list[GenerationSummary] = []
+    best: EvaluationRow | None = None
+    generations = sorted({r.generation for r in rows})
+    for generation in generations:
+        members = [r for r in rows if r.generation == generation]
+        previous = best
+        for row in members:
+            if row.result.ok and (best is None or row.result.objective < best.result.objective):
+                best = row
+        improvement, changed = None, []
+        if best is not previous and best is not None and previous is not None:
+            improvement = 100.0 * (previous.result.objective - best.result.objective) / previous.result.objective
+            changed = space.changed(previous.candidate.params, best.candidate.params) if space else []
+        summaries.append(GenerationSummary(
+            generation=generation, tested=len(members), failures=sum(r.result.status.failed for r in members),
+            best_ms=best.result.median_ms if best else None, improvement_pct=improvement, changed=changed,
+            elapsed_s=0.0,
+        ))
+    return summaries
+
+
+def session_best(cache: Cache, session_id: int) -> tuple[Candidate, Result] | None:
+    ok = [r for r in cache.session_evaluations(session_id) if r.result.ok]
+    if not ok:
+        return None
+    row = min(ok, key=lambda r: r.result.objective)
+    return row.candidate, row.result
+
+
+def print_session(cache: Cache, session: dict[str, Any], console: Console) -> None:
+    rows = cache.session_evaluations(session["id"])
+    record = cache.get_space(session["space_fingerprint"])
+    space = record.space if record else None
+    console.print(
+        f"session {session['id']}: {session['kernel']} {'x'.join(map(str, session['shape']))} {session['dtype']}, "
+        f"strategy {session['strategy']} seed {session['seed']}, mode {session['mode']}, on {session['device']}, "
+        f"exit: {session['exit_reason'] or 'did not finish (killed?)'}"
+    )
+    for summary in timeline(rows, space):
+        console.print(timeline_line(summary).rsplit("  (", 1)[0])
+    best = session_best(cache, session["id"])
+    default_rows = [r for r in rows if r.generation == 0]
+    table_rows: list[tuple[str, Result]] = []
+    if best:
+        table_rows.append(("best found", best[1]))
+    if default_rows:
+        table_rows.append(("default config", default_rows[0].result))
+    table_rows += list(cache.baselines(session_id=session["id"]).items())
+    bytes_moved = _bytes_moved(session)
+    console.print(comparison_table(table_rows, bytes_moved or 0, best[1].median_ms if best else None,
+                                   f"session {session['id']}: {len(rows)} evaluations"))
+    if best:
+        console.print(f"best config ({best[0].key}): {dict(best[0].native)}")
+    if bytes_moved and best:
+        console.print(f"best moves {bytes_moved / 1e6:.1f} MB per call: {gbps(bytes_moved, best[1].median_ms):.0f} GB/s")
+
+
+def _bytes_moved(session: dict[str, Any]) -> int | None:
+    from autotune.kernels import DTYPES, UnknownKernel, get_kernel
+
+    try:
+        spec = get_kernel(session["kernel"])
+    except UnknownKernel:
+        return None
+    return spec.bytes_moved(tuple(session["shape"]), DTYPES[session["dtype"]])

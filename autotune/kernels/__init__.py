@@ -1,0 +1,16 @@
+"""Built-in kernels, looked up by name through `get_kernel`."""
+
+from autotune.kernels.registry import (
+    DTYPES,
+    KernelSpec,
+    UnknownKernel,
+    all_kernels,
+    dtype_name,
+    get_kernel,
+    parse_dtype,
+    parse_shape,
+    register,
+)
+
+__all__ = ["DTYPES", "KernelSpec", "UnknownKernel", "all_kernels", "dtype_name", "get_kernel",
+           "parse_dtype", "parse_shape", "register"]

@@ -1,0 +1,40 @@
+"""Inputs, reference and accounting shared by the softmax kernels."""
+
+from __future__ import annotations
+
+import torch
+
+from autotune.kernels.registry import Inputs, Shape
+
+
+def make_inputs(shape: Shape, dtype: torch.dtype, device: str, seed: int) -> Inputs:
+    # Spread-out logits (std 3) so the max-subtraction and the exponent range matter.
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(shape, generator=generator, dtype=torch.float32) * 3.0
+    return (x.to(device=device, dtype=dtype),)
+
+
+def reference(inputs: Inputs) -> torch.Tensor:
+    (x,) = inputs
+    return torch.softmax(x.double(), dim=-1)
+
+
+def torch_softmax(inputs: Inputs) -> torch.Tensor:
+    (x,) = inputs
+    return torch.softmax(x, dim=-1)
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> int:
+    """Each element read once and written once: the floor for a memory-bound softmax."""
+    numel = 1
+    for d in shape:
+        numel *= d
+    return 2 * numel * torch.empty((), dtype=dtype).element_size()
+
+
+def flops(shape: Shape) -> int:
+    """max, subtract, exp, sum, divide: about five operations per element."""
+    numel = 1
+    for d in shape:
+        numel *= d
+    return 5 * numel

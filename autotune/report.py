@@ -1,0 +1,132 @@
+"""What the user sees: live progress, the per-generation timeline and the result tables."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from autotune.session import GenerationSummary, SessionOutcome, SessionSettings
+from autotune.task import TuningTask
+from autotune.types import Candidate, Result, Status
+
+
+def gbps(bytes_moved: int, ms: float | None) -> float | None:
+    return bytes_moved / (ms * 1e-3) / 1e9 if ms else None
+
+
+def timeline_line(summary: GenerationSummary) -> str:
+    best = f"{summary.best_ms:.4f} ms" if summary.best_ms is not None else "none yet"
+    improvement = f"{summary.improvement_pct:+.1f}%" if summary.improvement_pct is not None else "-"
+    changed = ", ".join(summary.changed[:6]) + (" ..." if len(summary.changed) > 6 else "") if summary.changed else "-"
+    label = "default" if summary.generation == 0 else f"gen {summary.generation}"
+    return (f"{label:>8}: {summary.tested:3d} tested, {summary.failures:3d} failed, best {best}, "
+            f"improved {improvement}, changed: {changed}  ({summary.elapsed_s:.1f} s)")
+
+
+class RichReporter:
+    """Progress bar per generation and a timeline line after each one."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=False)
+        self._progress: Progress | None = None
+        self._task_id: Any = None
+        self._failed = 0
+
+    def session_started(self, session_id: int, task: TuningTask, settings: SessionSettings, source: str) -> None:
+        budget = f"budget {settings.budget}" if settings.budget else ""
+        seconds = f"{settings.seconds:g} s" if settings.seconds else ""
+        limits = ", ".join(x for x in (budget, seconds) if x)
+        self.console.print(
+            f"session {session_id}: {task.spec.name} {'x'.join(map(str, task.shape))} {task.dtype}, "
+            f"strategy {settings.strategy} (seed {settings.seed}, {limits}); {source}"
+        )
+
+    def generation_started(self, generation: int, size: int) -> None:
+        self._failed = 0
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), console=self.console, transient=True,
+        )
+        self._progress.start()
+        label = "default" if generation == 0 else f"gen {generation}"
+        self._task_id = self._progress.add_task(label, total=size, failed=0)
+
+    def result(self, candidate: Candidate, result: Result) -> None:
+        if self._progress is None:
+            return
+        self._failed += result.status.failed
+        self._progress.update(self._task_id, advance=1, failed=self._failed)
+
+    def generation_finished(self, summary: GenerationSummary) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        self.console.print(timeline_line(summary))
+
+
+def comparison_rows(task_bytes: int, best: tuple[Candidate, Result] | None,
+                    default: tuple[Candidate, Result] | None, baselines: Mapping[str, Result],
+                    default_label: str) -> list[tuple[str, Result]]:
+    rows: list[tuple[str, Result]] = []
+    if best:
+        rows.append(("best found", best[1]))
+    if default:
+        rows.append((default_label, default[1]))
+    rows += [(name, result) for name, result in baselines.items()]
+    return rows
+
+
+def comparison_table(rows: Iterable[tuple[str, Result]], bytes_moved: int, reference_ms: float | None,
+                     title: str) -> Table:
+    table = Table(title=title)
+    for column in ("", "status", "median ms", "min-max ms", "GB/s", "time / best"):
+        table.add_column(column, justify="right" if column not in ("", "status") else "left")
+    for label, result in rows:
+        if result.ok:
+            ratio = f"{result.median_ms / reference_ms:.3f}" if reference_ms else "-"
+            rate = gbps(bytes_moved, result.median_ms)
+            table.add_row(label, "ok", f"{result.median_ms:.4f}", f"{result.min_ms:.4f}-{result.max_ms:.4f}",
+                          f"{rate:.0f}" if rate else "-", ratio)
+        else:
+            table.add_row(label, result.status.value, "-", "-", "-", "-")
+    return table
+
+
+def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome) -> None:
+    default_label = "Helion default config" if task.space.family == "helion" else "declared default config"
+    rows = comparison_rows(task.bytes_moved(), outcome.best, outcome.default, outcome.baselines, default_label)
+    best_ms = outcome.best[1].median_ms if outcome.best else None
+    console.print(comparison_table(rows, task.bytes_moved(), best_ms,
+                                   f"session {outcome.session_id}: {outcome.evaluations} configs, "
+                                   f"stopped by {outcome.exit_reason}, {outcome.wall_s:.1f} s"))
+    counts = ", ".join(f"{status} {n}" for status, n in sorted(outcome.status_counts.items()))
+    console.print(f"statuses: {counts}")
+    if outcome.best:
+        console.print(f"best config ({outcome.best[0].key}): {dict(outcome.best[0].native)}")
+        console.print(f"export it: autotune export {outcome.session_id} --format python")
+
+
+def status_counts_text(results: Iterable[Result]) -> str:
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.status.value] = counts.get(result.status.value, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+
+
+def sessions_table(sessions: list[dict[str, Any]]) -> Table:
+    table = Table(title="sessions")
+    for column in ("id", "kernel", "shape", "dtype", "strategy", "seed", "mode", "evals", "failed", "exit",
+                   "device", "torch/triton/helion", "space"):
+        table.add_column(column)
+    for s in sessions:
+        v = s["versions"]
+        table.add_row(str(s["id"]), s["kernel"], "x".join(map(str, s["shape"])), s["dtype"], s["strategy"],
+                      str(s["seed"]), s["mode"], str(s["evaluations"]), str(s["failures"]), s["exit_reason"] or "running?",
+                      s["device"], f"{v.get('torch')}/{v.get('triton')}/{v.get('helion')}", s["space_fingerprint"][:12])
+    return table
+
+
+__all__ = ["RichReporter", "Status", "comparison_table", "gbps", "print_outcome", "sessions_table", "timeline_line"]

@@ -1,0 +1,251 @@
+"""The tuning session: ask -> normalise -> skip known -> evaluate -> record -> tell.
+
+One loop for every strategy and every evaluator.  Each evaluation is written to the cache
+the moment it completes, so a killed session loses at most the evaluation in flight.
+Generation 0 holds the baselines' config (the compiler's default), evaluated before the
+strategy's first proposals and not counted against the budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+from autotune.cache import Cache
+from autotune.evaluators.base import Evaluator
+from autotune.strategies.base import Strategy
+from autotune.task import TuningTask
+from autotune.types import Candidate, Params, Result, Source, Status
+from search_spaces.space import InvalidConfig, params_key
+
+MAX_EMPTY_GENERATIONS = 3
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    strategy: str
+    seed: int
+    budget: int | None
+    seconds: float | None = None
+    fresh: bool = False
+    generation_size: int | None = None
+    mode: str = "gpu"  # "gpu", "replay" or "fake": where the results come from
+
+    def __post_init__(self) -> None:
+        if self.budget is None and self.seconds is None:
+            raise ValueError("a session needs a budget of evaluations or of seconds")
+        if self.budget is not None and self.budget <= 0:
+            raise ValueError(f"budget must be a positive number of evaluations, got {self.budget}")
+        if self.seconds is not None and not self.seconds > 0:
+            raise ValueError(f"seconds must be positive, got {self.seconds}")
+
+
+@dataclass
+class GenerationSummary:
+    generation: int
+    tested: int
+    failures: int
+    best_ms: float | None
+    improvement_pct: float | None  # how much faster the best got this generation
+    changed: list[str]  # parameters the new best changed relative to the previous best
+    elapsed_s: float
+
+
+@dataclass
+class SessionOutcome:
+    session_id: int
+    exit_reason: str
+    evaluations: int
+    best: tuple[Candidate, Result] | None
+    default: tuple[Candidate, Result] | None
+    baselines: dict[str, Result]
+    status_counts: Counter = field(default_factory=Counter)
+    generations: list[GenerationSummary] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+class Reporter(Protocol):
+    def session_started(self, session_id: int, task: TuningTask, settings: SessionSettings, source: str) -> None: ...
+    def generation_started(self, generation: int, size: int) -> None: ...
+    def result(self, candidate: Candidate, result: Result) -> None: ...
+    def generation_finished(self, summary: GenerationSummary) -> None: ...
+
+
+class SilentReporter:
+    def session_started(self, *args: Any) -> None: ...
+    def generation_started(self, *args: Any) -> None: ...
+    def result(self, *args: Any) -> None: ...
+    def generation_finished(self, *args: Any) -> None: ...
+
+
+class Session:
+    """Runs one strategy against one evaluator, recording into `journal`.
+
+    `cache` is where earlier measurements are looked up for reuse (GPU mode, unless
+    `fresh`); `journal` is where this session's rows go (the same database on a GPU; a
+    separate one when replaying, so the shipped measurements stay untouched).
+    """
+
+    def __init__(self, task: TuningTask, evaluator: Evaluator, strategy: Strategy, settings: SessionSettings,
+                 journal: Cache, *, cache: Cache | None = None, reporter: Reporter | None = None,
+                 options: Mapping[str, Any] | None = None) -> None:
+        self.task, self.evaluator, self.strategy, self.settings = task, evaluator, strategy, settings
+        self.journal = journal
+        self.cache = cache if cache is not None else journal
+        self.reporter = reporter or SilentReporter()
+        self.options = dict(options or {})
+        self.seen: dict[str, Result] = {}
+        self.evaluations = 0
+        self.counts: Counter = Counter()
+        self.best: tuple[Candidate, Result] | None = None
+        self.generations: list[GenerationSummary] = []
+
+    # -- the loop ---------------------------------------------------------------------
+    def run(self) -> SessionOutcome:
+        task, settings = self.task, self.settings
+        self.journal.put_space(task.identity)
+        self.session_id = self.journal.start_session(
+            kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy=settings.strategy,
+            seed=settings.seed, budget=settings.budget, seconds=settings.seconds, fingerprint=task.fingerprint,
+            device=task.identity.device, versions=task.identity.versions, mode=settings.mode,
+            options={**self.options, "fresh": settings.fresh, "generation_size": settings.generation_size},
+        )
+        self.reporter.session_started(self.session_id, task, settings, self.evaluator.description)
+        self.started = time.monotonic()
+        exit_reason = "interrupted"
+        try:
+            baselines = self.evaluator.baselines()
+            for name, result in baselines.items():
+                self.journal.record_baseline(self.session_id, task.fingerprint, name, result)
+            default = self._generation_zero()
+            exit_reason = self._search()
+        except KeyboardInterrupt:
+            exit_reason = "interrupted"
+            raise
+        finally:
+            best_key = self.best[0].key if self.best else None
+            self.journal.end_session(self.session_id, exit_reason, best_key)
+        return SessionOutcome(
+            session_id=self.session_id, exit_reason=exit_reason, evaluations=self.evaluations, best=self.best,
+            default=default, baselines=baselines, status_counts=self.counts, generations=self.generations,
+            wall_s=time.monotonic() - self.started,
+        )
+
+    def _generation_zero(self) -> tuple[Candidate, Result] | None:
+        """Evaluate the compiler's default config (free of budget) and tell the strategy."""
+        try:
+            candidate = self.task.default_candidate()
+        except InvalidConfig:
+            return None
+        self.journal.record_alias(self.task.fingerprint, self.task.space.default, candidate)
+        results = self._evaluate_generation(0, [(self.task.space.default, candidate)], counted=False)
+        self.strategy.warm_start([(self.task.space.default, results[0])])
+        return candidate, results[0]
+
+    def _search(self) -> str:
+        generation, empty = 0, 0
+        size = self.settings.generation_size or self.strategy.generation_size
+        while True:
+            if self.settings.budget is not None and self.evaluations >= self.settings.budget:
+                return "budget"
+            if self._out_of_time():
+                return "seconds"
+            generation += 1
+            want = size if self.settings.budget is None else min(size, self.settings.budget - self.evaluations)
+            asked = self.strategy.ask(want)
+            if not asked:
+                return "strategy finished"
+            pairs, observations = self._normalise(asked)
+            new, new_keys = [], set()
+            for raw, candidate in pairs:  # first occurrence of each config not yet seen
+                if candidate.key not in self.seen and candidate.key not in new_keys:
+                    new_keys.add(candidate.key)
+                    new.append((raw, candidate))
+            results = self._evaluate_generation(generation, new, counted=True)
+            by_key = dict(zip((c.key for _, c in new), results))
+            for raw, candidate in pairs:  # repeats are answered from this session's own results
+                observations.append((raw, by_key.get(candidate.key) or self.seen[candidate.key]))
+            self.strategy.tell(observations)
+            empty = empty + 1 if not new else 0
+            if empty >= MAX_EMPTY_GENERATIONS:
+                return "strategy exhausted"
+            if len(results) < len(new):
+                return "seconds"
+
+    def _normalise(self, asked: list[Params]) -> tuple[list[tuple[Params, Candidate]], list[tuple[Params, Result]]]:
+        pairs, rejected = [], []
+        for raw in asked:
+            try:
+                candidate = self.task.candidate(raw)
+            except InvalidConfig as error:
+                rejected.append((raw, Result(key=params_key(raw), status=Status.INVALID, error=str(error))))
+                continue
+            self.journal.record_alias(self.task.fingerprint, raw, candidate)
+            pairs.append((raw, candidate))
+        return pairs, rejected
+
+    def _evaluate_generation(self, generation: int, items: list[tuple[Params, Candidate]], *,
+                             counted: bool) -> list[Result]:
+        """Evaluate (or reuse) each candidate, record each as it completes; results in input order."""
+        started = time.monotonic()
+        previous_best = self.best
+        self.reporter.generation_started(generation, len(items))
+        results: dict[str, Result] = {}
+        to_measure: list[Candidate] = []
+        for _raw, candidate in items:
+            reused = self._reusable(candidate)
+            if reused is not None:
+                results[candidate.key] = self._accept(generation, len(results), candidate, reused, counted)
+            else:
+                to_measure.append(candidate)
+        by_key = {c.key: c for c in to_measure}
+        stream = self.evaluator.evaluate(to_measure)
+        try:
+            for result in stream:
+                results[result.key] = self._accept(generation, len(results), by_key[result.key], result, counted)
+                if counted and self._out_of_time():
+                    break
+        finally:
+            close = getattr(stream, "close", None)
+            if close:
+                close()
+        ordered = [results[c.key] for _, c in items if c.key in results]
+        self._summarise(generation, ordered, previous_best, started)
+        return ordered
+
+    def _reusable(self, candidate: Candidate) -> Result | None:
+        if self.settings.fresh or self.settings.mode != "gpu":
+            return None
+        found = self.cache.lookup(self.task.fingerprint, candidate.key)
+        return found.as_source(Source.REUSED) if found else None
+
+    def _accept(self, generation: int, ordinal: int, candidate: Candidate, result: Result, counted: bool) -> Result:
+        self.journal.record(self.session_id, self.task.fingerprint, generation, ordinal, candidate, result)
+        self.seen[candidate.key] = result
+        self.counts[result.status.value] += 1
+        if counted:
+            self.evaluations += 1
+        if result.ok and (self.best is None or result.objective < self.best[1].objective):
+            self.best = (candidate, result)
+        self.reporter.result(candidate, result)
+        return result
+
+    def _summarise(self, generation: int, results: list[Result], previous_best: Any, started: float) -> None:
+        best_ms = self.best[1].median_ms if self.best else None
+        improvement = None
+        changed: list[str] = []
+        if self.best and previous_best and self.best is not previous_best:
+            improvement = 100.0 * (previous_best[1].objective - self.best[1].objective) / previous_best[1].objective
+            changed = self.task.space.changed(previous_best[0].params, self.best[0].params)
+        summary = GenerationSummary(
+            generation=generation, tested=len(results), failures=sum(r.status.failed for r in results),
+            best_ms=best_ms, improvement_pct=improvement, changed=changed, elapsed_s=time.monotonic() - started,
+        )
+        self.generations.append(summary)
+        self.reporter.generation_finished(summary)
+
+    def _out_of_time(self) -> bool:
+        seconds = self.settings.seconds
+        return seconds is not None and time.monotonic() - self.started >= seconds

@@ -1,0 +1,33 @@
+"""Search strategies, looked up by name.
+
+The registry is lazy (a name maps to a module and class) so a strategy whose optional
+dependency is missing fails only when it is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from autotune.strategies.base import Observation, Strategy
+
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "random": ("autotune.strategies.random_search", "RandomSearch"),
+}
+
+
+class UnknownStrategy(KeyError):
+    pass
+
+
+def strategy_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_strategy(name: str) -> type[Strategy]:
+    if name not in _REGISTRY:
+        raise UnknownStrategy(f"unknown strategy {name!r} (known: {', '.join(strategy_names())})")
+    module, cls = _REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+__all__ = ["Observation", "Strategy", "UnknownStrategy", "get_strategy", "strategy_names"]

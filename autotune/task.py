@@ -1,0 +1,90 @@
+"""A tuning task: one kernel, one input signature, its space, codec and fingerprint.
+
+Built live (the kernel is bound, on a GPU machine the space is Helion's real one) or from
+the cache (a replay: the space recorded on the GPU, normalised through recorded aliases).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from autotune.kernels.registry import KernelSpec, Shape, dtype_name
+from autotune.types import Candidate
+from search_spaces.codec import Codec, DeclaredCodec, RecordedCodec
+from search_spaces.fingerprint import SpaceIdentity, source_hash
+from search_spaces.space import SearchSpace, config_key
+
+
+@dataclass
+class TuningTask:
+    spec: KernelSpec
+    shape: Shape
+    dtype: str
+    space: SearchSpace
+    codec: Codec
+    identity: SpaceIdentity
+    bound: Any = None  # the bound Helion kernel, when built live
+
+    @property
+    def fingerprint(self) -> str:
+        return self.identity.fingerprint
+
+    def candidate(self, params: Mapping[str, Any]) -> Candidate:
+        """Normalise a point (raises InvalidConfig) and key it on its native config."""
+        point, native = self.codec.normalise(params)
+        return Candidate(params=point, native=native, key=config_key(native))
+
+    def candidate_from_native(self, native: Mapping[str, Any]) -> Candidate:
+        """A config as a user or a compiler writes it (possibly partial) -> a candidate."""
+        return self.candidate(self.codec.params_of(native))
+
+    def default_candidate(self) -> Candidate:
+        return self.candidate(self.space.default)
+
+    def bytes_moved(self) -> int:
+        from autotune.kernels.registry import DTYPES
+
+        return self.spec.bytes_moved(self.shape, DTYPES[self.dtype])
+
+
+def signature(shape: Shape, dtype: str) -> dict[str, Any]:
+    return {"shape": list(shape), "dtype": dtype}
+
+
+def bind_live(spec: KernelSpec, shape: Shape, dtype: Any, device: str, seed: int = 0) -> TuningTask:
+    """Bind the kernel to real inputs and read its space (Helion) or declaration (Triton)."""
+    name = dtype_name(dtype)
+    if spec.family == "helion":
+        from search_spaces.helion_space import space_from_bound
+
+        inputs = spec.make_inputs(shape, dtype, device, seed)
+        bound = spec.helion_kernel.bind(inputs)
+        space, codec = space_from_bound(spec.name, bound)
+    else:
+        bound = None
+        space = spec.triton_space(shape, dtype)
+        codec = DeclaredCodec(space)
+    identity = SpaceIdentity(space=space, signature=signature(shape, name), source_hash=source_hash(spec.source_text()))
+    return TuningTask(spec=spec, shape=shape, dtype=name, space=space, codec=codec, identity=identity, bound=bound)
+
+
+def bind_recorded(spec: KernelSpec, record: Any, aliases: Mapping[str, Any]) -> TuningTask:
+    """A task over a recorded space (a `cache.SpaceRecord`), for replay on any machine."""
+    space = record.space
+    codec: Codec = DeclaredCodec(space) if space.family == "triton" else RecordedCodec(space, aliases)
+    identity = _RecordedIdentity(record)
+    return TuningTask(spec=spec, shape=tuple(record.shape), dtype=record.dtype, space=space, codec=codec,
+                      identity=identity)  # type: ignore[arg-type]
+
+
+class _RecordedIdentity:
+    """The identity of a recorded space: its stored fingerprint, never recomputed here."""
+
+    def __init__(self, record: Any) -> None:
+        self.space = record.space
+        self.signature = signature(tuple(record.shape), record.dtype)
+        self.source_hash = record.source_hash
+        self.versions = record.versions
+        self.device = record.device
+        self.fingerprint = record.fingerprint

@@ -1,0 +1,130 @@
+"""`autotune tune`: validate the request, pick GPU or replay, build the pieces, run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from autotune.cache import Cache, SpaceRecord
+from autotune.errors import UserError
+from autotune.session import Session, SessionSettings
+from autotune.task import TuningTask, bind_live, bind_recorded
+from search_spaces.fingerprint import source_hash
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    kernel: str
+    shape: str
+    dtype: str
+    strategy: str
+    budget: int | None
+    seconds: float | None
+    seed: int
+    generation_size: int | None
+    db: Path
+    replay: bool
+    replay_db: Path
+    space: str | None
+    fresh: bool
+    compile_workers: int | None
+    compile_timeout_s: float
+
+
+def gpu_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def run_tune(request: TuneRequest, console: Console) -> None:
+    from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
+    from autotune.strategies import UnknownStrategy, get_strategy
+
+    # Validate everything before any database is opened or created.
+    try:
+        spec = get_kernel(request.kernel)
+        strategy_cls = get_strategy(request.strategy)
+    except (UnknownKernel, UnknownStrategy) as error:
+        raise UserError(error.args[0]) from None
+    try:
+        shape = parse_shape(request.shape, spec.rank)
+        dtype = parse_dtype(request.dtype, spec.dtypes)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    budget = request.budget if request.budget is not None or request.seconds is not None else 60
+    settings = SessionSettings(
+        strategy=request.strategy, seed=request.seed, budget=budget, seconds=request.seconds, fresh=request.fresh,
+        generation_size=request.generation_size, mode="replay" if request.replay or not gpu_available() else "gpu",
+    )
+    if settings.mode == "replay":
+        task, evaluator, cache, journal = _replay_parts(request, spec, shape, console)
+    else:
+        task, evaluator, cache, journal = _gpu_parts(request, spec, shape, dtype, console)
+    from autotune.report import RichReporter, print_outcome
+
+    strategy = strategy_cls(task.space, seed=request.seed)
+    try:
+        outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
+                          options={"db": str(request.db)}).run()
+    finally:
+        evaluator.close()
+    print_outcome(console, task, outcome)
+    if settings.mode == "replay":
+        console.print(f"replay recorded as session {outcome.session_id} in {journal.path}"
+                      f" (autotune show {outcome.session_id} --db {journal.path})")
+        not_recorded = getattr(evaluator, "not_recorded", 0)
+        if not_recorded:
+            console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
+
+
+def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
+    from autotune.evaluators.gpu import GPUEvaluator
+
+    task = bind_live(spec, shape, dtype, "cuda", seed=request.seed)
+    console.print(f"measuring on {task.identity.device}; space {task.fingerprint} "
+                  f"({len(task.space.parameters)} parameters); recording into {request.db}")
+    cache = Cache.open(request.db, create=True)
+    evaluator = GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
+                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
+                             seed=request.seed)
+    return task, evaluator, cache, cache
+
+
+def choose_recorded_space(cache: Cache, spec, shape, dtype: str, wanted: str | None) -> SpaceRecord:
+    """The recorded space a replay uses: same kernel source, shape and dtype; most data first."""
+    records = cache.find_spaces(spec.name, shape, dtype)
+    label = f"{spec.name} at {'x'.join(map(str, shape))} {dtype}"
+    if not records:
+        raise UserError(f"no recorded measurements for {label} in {cache.path}; record some on a GPU machine first")
+    current = source_hash(spec.source_text())
+    matching = [r for r in records if r.source_hash == current]
+    if not matching:
+        raise UserError(f"{cache.path} has data for {label} only from a different version of the kernel's source")
+    if wanted:
+        matching = [r for r in matching if r.fingerprint.startswith(wanted)]
+        if not matching:
+            raise UserError(f"no recorded space {wanted!r} for {label}")
+    return matching[0]
+
+
+def _replay_parts(request: TuneRequest, spec, shape, console: Console):
+    from autotune.evaluators.replay import ReplayEvaluator
+    from autotune.kernels.registry import DTYPES, dtype_name
+
+    cache = Cache.open(request.db)
+    dtype = dtype_name(DTYPES[request.dtype])
+    record = choose_recorded_space(cache, spec, shape, dtype, request.space)
+    v = record.versions
+    description = (f"replaying from {request.db}: {record.evaluations} configs measured on {record.device} "
+                   f"(torch {v.get('torch')}, triton {v.get('triton')}, helion {v.get('helion')}), "
+                   f"space {record.fingerprint}")
+    reason = "--replay given" if request.replay else "no GPU on this machine"
+    console.print(f"REPLAY ({reason}): {description}")
+    task: TuningTask = bind_recorded(spec, record, cache.aliases(record.fingerprint))
+    evaluator = ReplayEvaluator(cache.measurements(record.fingerprint), cache.baselines(fingerprint=record.fingerprint),
+                                description=f"replay of {record.device} data")
+    journal = Cache.open(request.replay_db, create=True)
+    return task, evaluator, cache, journal

@@ -1,0 +1,69 @@
+"""Stable fingerprints: what must match for a recorded measurement to be reused.
+
+A measurement is only valid for the same kernel source, the same space definition, the
+same input signature, the same toolchain and the same device.  The fingerprint hashes
+all of them; the parts are stored beside it so a user can see where data came from.
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from search_spaces.space import SearchSpace, canonical_json, sha256_hex
+
+
+def toolchain_versions() -> dict[str, str]:
+    """Versions of the libraries that change generated code or timing."""
+    versions: dict[str, str] = {"python": platform.python_version()}
+    for module in ("torch", "triton", "helion"):
+        try:
+            from importlib.metadata import version
+
+            versions[module] = version(module)
+        except Exception:  # not installed: recorded as absent, which changes the fingerprint
+            versions[module] = "absent"
+    return versions
+
+
+def current_device_name() -> str:
+    """The GPU's name, or 'cpu' where there is none."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
+    except Exception:
+        pass
+    return "cpu"
+
+
+@dataclass(frozen=True)
+class SpaceIdentity:
+    """Everything a measurement depends on, apart from the config itself."""
+
+    space: SearchSpace
+    signature: Mapping[str, object]  # {"shape": [..], "dtype": "float16"}
+    source_hash: str
+    versions: Mapping[str, str] = field(default_factory=toolchain_versions)
+    device: str = field(default_factory=current_device_name)
+
+    def parts(self) -> dict[str, object]:
+        return {
+            "kernel": self.space.kernel,
+            "signature": dict(self.signature),
+            "source_hash": self.source_hash,
+            "space": self.space.definition_hash(),
+            "versions": {k: self.versions.get(k, "absent") for k in ("torch", "triton", "helion")},
+            "device": self.device,
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        return sha256_hex(canonical_json(self.parts()))[:24]
+
+
+def source_hash(*texts: str) -> str:
+    """Hash of the kernel's source text (and of any helper whose text shapes the code)."""
+    return sha256_hex("\n\0".join(texts))[:24]

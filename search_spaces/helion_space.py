@@ -1,0 +1,154 @@
+"""Config spaces of Helion kernels, read off a bound kernel's ConfigSpec.
+
+Helion describes its space as a flat list of fragments (`ConfigGeneration.flat_spec`), one
+per slot of `ConfigSpec.flat_key_layout()`.  We name every slot (`block_sizes[0]`,
+`num_warps`, `indexing[3]`...) and expand list-valued slots into one scalar parameter per
+element, so strategies, optuna and exported tables all see plain named dimensions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from search_spaces.parameters import Choice, Integer, JsonValue, Parameter, PowerOfTwo
+from search_spaces.space import InvalidConfig, Params, ProductLimit, SearchSpace
+
+# Triton refuses tensors of more than 2**20 elements; a tile past it cannot compile.
+TRITON_MAX_TENSOR_NUMEL = 2**20
+# Helion's own random sampler caps a tile at up to 2048 elements per thread before
+# compiling; beyond that configs spill heavily and take minutes to compile.
+MAX_ELEMENTS_PER_THREAD = 2048
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One flat slot of Helion's layout and the parameter names it expands into."""
+
+    names: tuple[str, ...]
+    is_list: bool  # a ListOf slot: its value is a list with one element per name
+
+
+def _fragment_parameters(name: str, fragment: Any) -> tuple[list[Parameter], bool]:
+    from helion.autotuner import config_fragment as cf
+
+    if isinstance(fragment, cf.ListOf):
+        params = []
+        for j in range(fragment.length):
+            inner, _ = _fragment_parameters(f"{name}[{j}]", fragment.inner)
+            params += inner
+        return params, True
+    if isinstance(fragment, cf.PowerOfTwoFragment):  # block sizes, num_warps, multipliers
+        return [PowerOfTwo(name=name, low=fragment.low, high=fragment.high, default_value=fragment.default())], False
+    if isinstance(fragment, cf.IntegerFragment):
+        return [Integer(name=name, low=fragment.low, high=fragment.high, default_value=fragment.default())], False
+    if isinstance(fragment, cf.BooleanFragment):
+        return [Choice(name=name, choices=(False, True), default_value=fragment.default())], False
+    if isinstance(fragment, cf.EnumFragment):
+        return [Choice(name=name, choices=tuple(fragment.choices), default_value=fragment.default())], False
+    if isinstance(fragment, cf.PermutationFragment):
+        perms = tuple(itertools.permutations(range(fragment.length)))
+        return [Choice(name=name, choices=perms, default_value=tuple(fragment.default()))], False
+    raise TypeError(f"unsupported Helion fragment {type(fragment).__name__} for {name}")
+
+
+def _slot_names(config_spec: Any) -> list[str]:
+    names = []
+    for key, count, is_sequence in config_spec.flat_key_layout():
+        names += [f"{key}[{i}]" for i in range(count)] if is_sequence else [key]
+    return names
+
+
+class HelionCodec:
+    """Normalises points through Helion's own `ConfigGeneration` (needs the bound kernel)."""
+
+    def __init__(self, space: SearchSpace, config_generation: Any, slots: list[_Slot]) -> None:
+        self.space = space
+        self._generation = config_generation
+        self._slots = slots
+
+    def to_flat(self, params: Mapping[str, JsonValue]) -> list[Any]:
+        flat = []
+        for slot in self._slots:
+            values = [params[n] for n in slot.names]
+            flat.append(list(values) if slot.is_list else values[0])
+        return flat
+
+    def from_flat(self, flat: list[Any]) -> Params:
+        params: Params = {}
+        for slot, value in zip(self._slots, flat):
+            values = list(value) if slot.is_list else [value]
+            for name, v in zip(slot.names, values):
+                params[name] = list(v) if isinstance(v, tuple) else v
+        return self.space.ordered(params)
+
+    def normalise(self, params: Mapping[str, JsonValue]) -> tuple[Params, dict[str, JsonValue]]:
+        point = self.space.validate(params)
+        try:
+            config = self._generation.unflatten(self.to_flat(point))
+        except Exception as error:  # helion raises InvalidConfig (and asserts) for conflicts
+            raise InvalidConfig(f"Helion rejected the config: {error}") from error
+        canonical = self.from_flat(self._generation.flatten(config))
+        return canonical, to_native(config)
+
+    def params_of(self, native: Mapping[str, JsonValue]) -> Params:
+        import helion
+
+        try:
+            flat = self._generation.flatten(helion.Config.from_dict(dict(native)))
+        except Exception as error:
+            raise InvalidConfig(f"config does not fit this kernel's space: {error}") from error
+        return self.normalise(self.from_flat(flat))[0]
+
+
+def to_native(config: Any) -> dict[str, JsonValue]:
+    """A helion.Config as a plain JSON-able dict (tuples become lists)."""
+    import json
+
+    return json.loads(json.dumps(dict(config.config if hasattr(config, "config") else config)))
+
+
+def space_from_bound(kernel_name: str, bound: Any) -> tuple[SearchSpace, HelionCodec]:
+    """The space of a bound Helion kernel, and the codec that normalises its points."""
+    from helion.autotuner.config_generation import ConfigGeneration
+
+    spec = bound.config_spec
+    generation = ConfigGeneration(spec)
+    slot_names = _slot_names(spec)
+    if len(slot_names) != len(generation.flat_spec):
+        raise RuntimeError("Helion's flat layout and its fragments disagree in length")
+    parameters: list[Parameter] = []
+    slots: list[_Slot] = []
+    for name, fragment in zip(slot_names, generation.flat_spec):
+        params, is_list = _fragment_parameters(name, fragment)
+        parameters += params
+        slots.append(_Slot(names=tuple(p.name for p in params), is_list=is_list))
+    block_names = tuple(parameters_of_slots(slots, generation.block_size_indices))
+    constraints = []
+    if block_names:
+        constraints.append(ProductLimit(names=block_names, limit=TRITON_MAX_TENSOR_NUMEL))
+        if generation.num_warps_index >= 0:
+            warps = slots[generation.num_warps_index].names[0]
+            constraints.append(
+                ProductLimit(names=block_names, limit=MAX_ELEMENTS_PER_THREAD, per=(warps,), per_scale=32)
+            )
+    provisional = SearchSpace(
+        kernel=kernel_name, family="helion", parameters=tuple(parameters), default={},
+        constraints=tuple(constraints),
+    )
+    codec = HelionCodec(provisional, generation, slots)
+    default_point = codec.from_flat(generation.default_flat())
+    space = SearchSpace(
+        kernel=kernel_name, family="helion", parameters=tuple(parameters), default=default_point,
+        constraints=tuple(constraints),
+    )
+    codec.space = space
+    return space, codec
+
+
+def parameters_of_slots(slots: list[_Slot], indices: list[int]) -> list[str]:
+    names: list[str] = []
+    for i in indices:
+        names += slots[i].names
+    return names
