@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--budget", type=_positive_int, default=None, help="number of configs to evaluate")
     tune.add_argument("--seconds", type=_positive_float, default=None, help="wall-clock budget")
     tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--grid", default="", help="grid strategy: comma-separated parameters (default: all)")
+    tune.add_argument("--grid-sample", action="store_true", help="grid strategy: sample the grid if over budget")
     tune.add_argument("--generation-size", type=_positive_int, default=None)
     tune.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
     tune.add_argument("--replay", action="store_true", help="answer from the database even if a GPU is present")
@@ -105,6 +107,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         seconds=args.seconds, seed=args.seed, generation_size=args.generation_size, db=Path(args.db),
         replay=args.replay, replay_db=Path(args.replay_db), space=args.space, fresh=args.fresh,
         compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout,
+        grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
     )
     run_tune(request, console)
     return 0

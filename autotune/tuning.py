@@ -31,6 +31,8 @@ class TuneRequest:
     fresh: bool
     compile_workers: int | None
     compile_timeout_s: float
+    grid: tuple[str, ...] = ()
+    grid_sample: bool = False
 
 
 def gpu_available() -> bool:
@@ -65,7 +67,7 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         task, evaluator, cache, journal = _gpu_parts(request, spec, shape, dtype, console)
     from autotune.report import RichReporter, print_outcome
 
-    strategy = strategy_cls(task.space, seed=request.seed)
+    strategy = _make_strategy(strategy_cls, task, request, budget)
     try:
         outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options={"db": str(request.db)}).run()
@@ -78,6 +80,20 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         not_recorded = getattr(evaluator, "not_recorded", 0)
         if not_recorded:
             console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
+
+
+def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget: int | None):
+    from autotune.strategies.grid import GridSearch, GridTooLarge
+
+    options = {}
+    if strategy_cls is GridSearch:
+        options = {"names": request.grid or None, "budget": budget, "sample": request.grid_sample}
+    elif request.grid:
+        raise UserError("--grid applies to --strategy grid only")
+    try:
+        return strategy_cls(task.space, seed=request.seed, **options)
+    except (GridTooLarge, ValueError) as error:
+        raise UserError(str(error)) from None
 
 
 def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):

@@ -63,6 +63,9 @@ def _setup(conn: Connection, init: WorkerInit) -> _State | None:
 
 
 def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # many compile workers share the cores; compilation is what needs them
     state = _setup(conn, init)
     if state is None:
         return

@@ -25,7 +25,7 @@ FLUSH_BYTES = 256 * 1024 * 1024  # 5x the H100's 50 MB L2
 
 @dataclass(frozen=True)
 class TimingOptions:
-    min_reps: int = 30
+    min_reps: int = 10
     max_reps: int = 200
     target_ms: float = 250.0  # aim for about this much timed kernel time per config
     warmup: int = 3

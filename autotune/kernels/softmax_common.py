@@ -9,9 +9,10 @@ from autotune.kernels.registry import Inputs, Shape
 
 def make_inputs(shape: Shape, dtype: torch.dtype, device: str, seed: int) -> Inputs:
     # Spread-out logits (std 3) so the max-subtraction and the exponent range matter.
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(shape, generator=generator, dtype=torch.float32) * 3.0
-    return (x.to(device=device, dtype=dtype),)
+    # Drawn on the target device: many worker processes make their own copy at start-up.
+    generator = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(shape, generator=generator, dtype=torch.float32, device=device) * 3.0
+    return (x.to(dtype=dtype),)
 
 
 def reference(inputs: Inputs) -> torch.Tensor:

@@ -11,6 +11,7 @@ import importlib
 from autotune.strategies.base import Observation, Strategy
 
 _REGISTRY: dict[str, tuple[str, str]] = {
+    "grid": ("autotune.strategies.grid", "GridSearch"),
     "random": ("autotune.strategies.random_search", "RandomSearch"),
 }
 
