@@ -73,6 +73,13 @@ class _Worker:
             self.conn.close()
         self.process, self.conn, self.ready = None, None, False
 
+    def request_stop(self) -> None:
+        if self.conn is not None and self.alive():
+            try:
+                self.conn.send(None)
+            except (OSError, EOFError, BrokenPipeError):
+                pass
+
     def stop(self) -> None:
         if self.conn is not None and self.alive():
             try:
@@ -122,7 +129,10 @@ class GPUEvaluator:
         return {name: self._bench_one(("baseline", name, name), None) for name in names}
 
     def close(self) -> None:
-        for worker in [*self._compilers, self._bench]:
+        workers = [*self._compilers, self._bench]
+        for worker in workers:  # ask all to exit first, then wait: exits overlap
+            worker.request_stop()
+        for worker in workers:
             worker.stop()
 
     # -- phase 1: parallel compile + smoke run ------------------------------------------------
