@@ -95,7 +95,7 @@ def comparison_table(rows: Iterable[tuple[str, Result]], bytes_moved: int, refer
     return table
 
 
-def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome) -> None:
+def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome, db: str = "cache.db") -> None:
     default_label = "Helion default config" if task.space.family == "helion" else "declared default config"
     rows = comparison_rows(task.bytes_moved(), outcome.best, outcome.default, outcome.baselines, default_label)
     best_ms = outcome.best[1].median_ms if outcome.best else None
@@ -106,7 +106,7 @@ def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome) -
     console.print(f"statuses: {counts}")
     if outcome.best:
         console.print(f"best config ({outcome.best[0].key}): {dict(outcome.best[0].native)}")
-        console.print(f"export it: autotune export {outcome.session_id} --format python")
+        console.print(f"export it: autotune export {outcome.session_id} --db {db} --format python")
 
 
 def status_counts_text(results: Iterable[Result]) -> str:

@@ -73,7 +73,7 @@ def run_tune(request: TuneRequest, console: Console) -> None:
                           options={"db": str(request.db)}).run()
     finally:
         evaluator.close()
-    print_outcome(console, task, outcome)
+    print_outcome(console, task, outcome, db=str(journal.path))
     if settings.mode == "replay":
         console.print(f"replay recorded as session {outcome.session_id} in {journal.path}"
                       f" (autotune show {outcome.session_id} --db {journal.path})")
