@@ -90,7 +90,11 @@ class Cache:
         if "meta" not in tables:
             raise CacheError(f"{self.path} is a sqlite database but not an autotune cache (no meta table)")
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row else None
+        version = row[0] if row else None
+        try:
+            version = int(version) if version is not None else None
+        except (TypeError, ValueError):
+            pass  # reported below as the foreign version it is
         if version != SCHEMA_VERSION:
             raise CacheError(
                 f"{self.path} was made by cache schema {version}; this version reads schema {SCHEMA_VERSION} only"

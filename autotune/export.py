@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import keyword
 import math
+import re
 from typing import Any, Mapping
 
 from search_spaces.triton_space import split_launch_config
@@ -36,6 +37,11 @@ def literal(value: Any) -> str:
     raise ExportError(f"cannot export a value of type {type(value).__name__}")
 
 
+def _comment_safe(text: str) -> str:
+    """A name fit for a one-line comment: anything but word characters, '.' and '-' becomes '?'."""
+    return re.sub(r"[^\w.\-]", "?", str(text))
+
+
 def _keyword_arguments(config: Mapping[str, Any]) -> str:
     parts = []
     for name in sorted(config):
@@ -48,7 +54,7 @@ def _keyword_arguments(config: Mapping[str, Any]) -> str:
 def helion_python(config: Mapping[str, Any], kernel: str) -> str:
     return (
         "import helion\n\n"
-        f"# Tuned config for {kernel}; use as @helion.kernel(config=CONFIG, static_shapes=True)\n"
+        f"# Tuned config for {_comment_safe(kernel)}; use as @helion.kernel(config=CONFIG, static_shapes=True)\n"
         f"CONFIG = helion.Config({_keyword_arguments(config)})\n"
     )
 
@@ -59,7 +65,7 @@ def triton_python(config: Mapping[str, Any], kernel: str) -> str:
     option_text = "".join(f", {k}={literal(v)}" for k, v in sorted(options.items()))
     return (
         "import triton\n\n"
-        f"# Tuned launch config for {kernel}; use as @triton.autotune(configs=[CONFIG], key=[])\n"
+        f"# Tuned launch config for {_comment_safe(kernel)}; use as @triton.autotune(configs=[CONFIG], key=[])\n"
         f"CONFIG = triton.Config({meta_text}{option_text})\n"
     )
 

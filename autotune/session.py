@@ -141,8 +141,8 @@ class Session:
             return None
         self.journal.record_alias(self.task.fingerprint, self.task.space.default, candidate)
         results = self._evaluate_generation(0, [(self.task.space.default, candidate)], counted=False)
-        self.strategy.warm_start([(self.task.space.default, results[0])])
-        return candidate, results[0]
+        self.strategy.warm_start([(self.task.space.default, results[candidate.key])])
+        return candidate, results[candidate.key]
 
     def _search(self) -> str:
         generation, empty = 0, 0
@@ -164,9 +164,10 @@ class Session:
                     new_keys.add(candidate.key)
                     new.append((raw, candidate))
             results = self._evaluate_generation(generation, new, counted=True)
-            by_key = dict(zip((c.key for _, c in new), results))
             for raw, candidate in pairs:  # repeats are answered from this session's own results
-                observations.append((raw, by_key.get(candidate.key) or self.seen[candidate.key]))
+                result = results.get(candidate.key) or self.seen.get(candidate.key)
+                if result is not None:  # None: the clock ran out before it was evaluated
+                    observations.append((raw, result))
             self.strategy.tell(observations)
             empty = empty + 1 if not new else 0
             if empty >= MAX_EMPTY_GENERATIONS:
@@ -187,8 +188,12 @@ class Session:
         return pairs, rejected
 
     def _evaluate_generation(self, generation: int, items: list[tuple[Params, Candidate]], *,
-                             counted: bool) -> list[Result]:
-        """Evaluate (or reuse) each candidate, record each as it completes; results in input order."""
+                             counted: bool) -> dict[str, Result]:
+        """Evaluate (or reuse) each candidate and record each as it completes.
+
+        Returns results by config key; candidates left unevaluated when the clock ran out
+        are missing from it.
+        """
         started = time.monotonic()
         previous_best = self.best
         self.reporter.generation_started(generation, len(items))
@@ -211,9 +216,8 @@ class Session:
             close = getattr(stream, "close", None)
             if close:
                 close()
-        ordered = [results[c.key] for _, c in items if c.key in results]
-        self._summarise(generation, ordered, previous_best, started)
-        return ordered
+        self._summarise(generation, list(results.values()), previous_best, started)
+        return results
 
     def _reusable(self, candidate: Candidate) -> Result | None:
         if self.settings.fresh or self.settings.mode != "gpu":

@@ -58,6 +58,10 @@ class Parameter:
         lo, hi = max(0, index - radius), min(len(values) - 1, index + radius)
         return [values[i] for i in range(lo, hi + 1) if i != index]
 
+    def canonical(self, value: JsonValue) -> JsonValue:
+        """The parameter's own spelling of an equal value (512 for 512.0), so keys agree."""
+        return self.values()[self.index_of(value)]
+
     def index_of(self, value: JsonValue) -> int:
         for i, v in enumerate(self.values()):
             if _same(value, v):
@@ -89,8 +93,9 @@ class PowerOfTwo(Parameter):
     def __post_init__(self) -> None:
         if not (_is_power_of_two(self.low) and _is_power_of_two(self.high)) or self.low > self.high:
             raise ValueError(f"{self.name}: bad power-of-two range [{self.low}, {self.high}]")
-        if not self.low <= self.default_value <= self.high:
-            raise ValueError(f"{self.name}: default {self.default_value} outside [{self.low}, {self.high}]")
+        if not self.low <= self.default_value <= self.high or not _is_power_of_two(self.default_value):
+            raise ValueError(f"{self.name}: default {self.default_value} is not a power of two in "
+                             f"[{self.low}, {self.high}]")
 
     def values(self) -> list[int]:
         return [2**e for e in range(int(math.log2(self.low)), int(math.log2(self.high)) + 1)]

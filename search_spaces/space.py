@@ -146,7 +146,7 @@ class SearchSpace:
         problems = self.violations(params)
         if problems:
             raise InvalidConfig("; ".join(problems))
-        return self.ordered(params)
+        return {p.name: p.canonical(params[p.name]) for p in self.parameters}
 
     def complete(self, partial: Mapping[str, JsonValue]) -> Params:
         """Fill missing parameters from the default, so users can write partial configs."""

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from autotune.strategies.base import Strategy
 from autotune.types import Params
 from search_spaces.space import SearchSpace, iter_grid
+
+
+# Grids up to this many combinations are listed in full; larger ones are only sampled.
+MAX_ENUMERATED = 1_000_000
 
 
 class GridTooLarge(ValueError):
@@ -31,16 +36,42 @@ class GridSearch(Strategy):
         unknown = [n for n in self.names if n not in space.names]
         if unknown:
             raise ValueError(f"grid over unknown parameter(s): {', '.join(unknown)}")
-        self.points = list(iter_grid(space, self.names))
-        if budget is not None and len(self.points) > budget:
-            if not sample:
-                raise GridTooLarge(
-                    f"the grid over {', '.join(self.names)} has {len(self.points)} configs, more than the budget of "
-                    f"{budget}; raise the budget or ask to sample it"
-                )
-            chosen = sorted(self.rng.sample(range(len(self.points)), budget))
-            self.points = [self.points[i] for i in chosen]
+        axes = [space.parameter(n).values() for n in self.names]
+        combinations = math.prod(len(a) for a in axes)
+        if combinations <= MAX_ENUMERATED:
+            self.points = list(iter_grid(space, self.names))
+            if budget is not None and len(self.points) > budget:
+                if not sample:
+                    raise GridTooLarge(self._too_large(len(self.points), budget))
+                chosen = sorted(self.rng.sample(range(len(self.points)), budget))
+                self.points = [self.points[i] for i in chosen]
+        else:  # too many to list: refuse, or draw points by their index in the product order
+            if not sample or budget is None:
+                raise GridTooLarge(self._too_large(combinations, budget))
+            self.points = self._sample_product(axes, combinations, budget)
         self._next = 0
+
+    def _too_large(self, size: int, budget: int | None) -> str:
+        limit = f"the budget of {budget}" if budget is not None else f"{MAX_ENUMERATED} (with no budget)"
+        return (f"the grid over {', '.join(self.names)} has {size} configs, more than {limit}; "
+                f"raise the budget, grid over fewer parameters, or ask to sample it")
+
+    def _sample_product(self, axes: list[list[Any]], combinations: int, budget: int) -> list[Params]:
+        chosen: dict[int, Params] = {}
+        for _ in range(budget * 50):
+            if len(chosen) >= budget:
+                break
+            index = self.rng.randrange(combinations)
+            if index in chosen:
+                continue
+            values, rest = [], index
+            for axis in reversed(axes):
+                rest, digit = divmod(rest, len(axis))
+                values.append(axis[digit])
+            point = {**self.space.default, **dict(zip(self.names, reversed(values)))}
+            if not self.space.violations(point):
+                chosen[index] = self.space.ordered(point)
+        return [chosen[i] for i in sorted(chosen)]
 
     def ask(self, n: int) -> list[Params]:
         batch: list[Params] = []

@@ -1,0 +1,112 @@
+"""Shared fixtures for the CPU test suite.
+
+Helion kernels are bound once per test session (binding takes seconds); every database
+lives under pytest's tmp_path, never in the repository's cache.db.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from autotune.cache import Cache  # noqa: E402
+from autotune.kernels import get_kernel  # noqa: E402
+from autotune.task import TuningTask, bind_live  # noqa: E402
+from autotune.types import Candidate  # noqa: E402
+from search_spaces.space import canonical_json, config_key  # noqa: E402
+
+SHAPE = (64, 1000)
+DTYPE = torch.float16
+
+
+# -- guard: the repository's own database is never touched -------------------------------------
+@pytest.fixture(autouse=True)
+def _work_in_tmp(tmp_path, monkeypatch):
+    """Every test runs in its own temporary directory, so a default path such as 'cache.db' or
+    'replays.db' can never resolve to the repository's shipped database."""
+    monkeypatch.chdir(tmp_path)
+
+
+# -- tasks ----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def helion_task() -> TuningTask:
+    """The Helion softmax bound to 64x1000 fp16 CPU tensors (its real ConfigSpec)."""
+    return bind_live(get_kernel("softmax"), SHAPE, DTYPE, "cpu")
+
+
+@pytest.fixture(scope="session")
+def triton_task() -> TuningTask:
+    """The hand-written Triton softmax's declared space at 64x1000 fp16."""
+    return bind_live(get_kernel("softmax-triton"), SHAPE, DTYPE, "cpu")
+
+
+# -- databases -----------------------------------------------------------------------------
+@pytest.fixture
+def tmp_db(tmp_path):
+    cache = Cache.open(tmp_path / "t.db", create=True)
+    yield cache
+    cache.close()
+
+
+def table_count(path: Path | str, table: str, where: str = "", args: Sequence[Any] = ()) -> int:
+    """Row count read through an independent sqlite connection."""
+    conn = sqlite3.connect(str(path))
+    try:
+        sql = f"SELECT COUNT(*) FROM {table}" + (f" WHERE {where}" if where else "")
+        return int(conn.execute(sql, tuple(args)).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def all_counts(path: Path | str) -> dict[str, int]:
+    return {t: table_count(path, t) for t in ("spaces", "sessions", "evaluations", "aliases", "baselines", "meta")}
+
+
+# -- synthetic costs -------------------------------------------------------------------------
+def hashed_cost(params: Mapping[str, Any]) -> float:
+    """A deterministic, practically collision-free cost in [0.1, 1.1) ms for any point."""
+    digest = hashlib.sha256(canonical_json(dict(params)).encode()).hexdigest()
+    return 0.1 + int(digest[:12], 16) / 16**12
+
+
+def make_candidate(native: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> Candidate:
+    return Candidate(params=dict(params if params is not None else native), native=dict(native),
+                     key=config_key(native))
+
+
+# -- subprocesses ----------------------------------------------------------------------------
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("TRITON_INTERPRET", None)
+    env["COLUMNS"] = "240"  # rich wraps and truncates tables at 80 columns otherwise
+    env.update(extra)
+    return env
+
+
+def run_python(code: str, *, cwd: Path | str | None = None, timeout: float = 120, **env: str
+               ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=subprocess_env(**env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "autotune.cli", *args]
+
+
+def run_cli(args: Sequence[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(cli_command(*args), cwd=cwd, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=timeout)

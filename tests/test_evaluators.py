@@ -1,0 +1,254 @@
+"""Evaluators without a GPU: the fake, the replayer, failure classification, accuracy checks,
+and the hand-written Triton softmax run under the Triton interpreter."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+import torch
+
+from autotune.evaluators.failures import classify_exception, short_error
+from autotune.evaluators.fake import FakeEvaluator
+from autotune.evaluators.replay import ReplayEvaluator
+from autotune.evaluators.timing import Timing, relative_error, tolerance_for
+from autotune.types import Result, Source, Status
+from conftest import make_candidate, run_python
+
+CANDIDATES = [make_candidate({"BLOCK_SIZE": b, "num_warps": w}) for b in (256, 512) for w in (2, 4)]
+
+
+# -- the fake ------------------------------------------------------------------------------------
+
+
+def test_fake_evaluator_times_and_failures():
+    def cost(params):
+        if params["num_warps"] == 4 and params["BLOCK_SIZE"] == 512:
+            return Status.OUT_OF_RESOURCES
+        return params["BLOCK_SIZE"] / 1000 + params["num_warps"] / 100
+
+    fake = FakeEvaluator(cost, baselines={"torch.softmax": 0.3})
+    results = list(fake.evaluate(CANDIDATES))
+    assert [r.key for r in results] == [c.key for c in CANDIDATES]
+    assert fake.calls == [c.key for c in CANDIDATES]
+    for candidate, result in zip(CANDIDATES, results):
+        assert result.source is Source.MEASURED
+        if candidate.params == {"BLOCK_SIZE": 512, "num_warps": 4}:
+            assert result.status is Status.OUT_OF_RESOURCES and not result.ok
+            assert result.median_ms is None and result.objective == math.inf
+            assert "out_of_resources" in result.error
+        else:
+            expected = candidate.params["BLOCK_SIZE"] / 1000 + candidate.params["num_warps"] / 100
+            assert result.ok and result.median_ms == pytest.approx(expected)
+            assert result.min_ms <= result.median_ms <= result.max_ms
+            assert result.objective == result.median_ms
+    baselines = fake.baselines()
+    assert set(baselines) == {"torch.softmax"} and baselines["torch.softmax"].median_ms == 0.3
+    fake.close()
+    fake.close()
+
+
+def test_fake_evaluator_is_lazy():
+    """The session stops consuming when the clock runs out; configs not consumed were never run."""
+    fake = FakeEvaluator(lambda p: 1.0)
+    taken = list(itertools.islice(fake.evaluate(CANDIDATES), 2))
+    assert len(taken) == 2
+    assert fake.calls == [c.key for c in CANDIDATES[:2]]
+
+
+# -- the replayer --------------------------------------------------------------------------------
+
+
+def test_replay_answers_recorded_configs_and_counts_the_rest():
+    a, b, c, d = CANDIDATES
+    measurements = {
+        a.key: [Result(key=a.key, status=Status.OK, median_ms=2.0), Result(key=a.key, status=Status.OK, median_ms=1.5,
+                                                                          min_ms=1.4, max_ms=1.6, repetitions=9)],
+        b.key: [Result(key=b.key, status=Status.COMPILE_ERROR, error="bad tile")],
+        c.key: [],
+    }
+    baselines = {"torch.softmax": Result(key="torch.softmax", status=Status.OK, median_ms=0.9)}
+    replay = ReplayEvaluator(measurements, baselines, description="replay of test data")
+    results = {r.key: r for r in replay.evaluate([a, b, c, d])}
+    assert set(results) == {a.key, b.key, c.key, d.key}
+    assert results[a.key].median_ms == 1.5 and results[a.key].repetitions == 9  # the latest measurement
+    assert results[a.key].status is Status.OK and results[a.key].source is Source.REPLAYED
+    assert results[b.key].status is Status.COMPILE_ERROR and results[b.key].error == "bad tile"
+    assert results[b.key].source is Source.REPLAYED
+    for key in (c.key, d.key):
+        assert results[key].status is Status.NOT_RECORDED and results[key].source is Source.REPLAYED
+        assert results[key].objective == math.inf
+    assert replay.not_recorded == 2
+    list(replay.evaluate([d]))
+    assert replay.not_recorded == 3
+    assert replay.description == "replay of test data"
+    replayed_baselines = replay.baselines()
+    assert replayed_baselines["torch.softmax"].median_ms == 0.9
+    assert replayed_baselines["torch.softmax"].source is Source.REPLAYED
+
+
+# -- failure classification ----------------------------------------------------------------------
+
+
+class CompilationError(Exception):
+    """Stands in for triton.compiler.errors.CompilationError (classified by name and text)."""
+
+
+class OutOfResources(Exception):
+    pass
+
+
+@pytest.mark.parametrize("phase", ["compile", "run"])
+@pytest.mark.parametrize("error, expected", [
+    ("out of resource: shared memory, Required: 262144, Hardware limit: 232448", Status.OUT_OF_RESOURCES),
+    (RuntimeError("out of resource: shared memory, Required: 262144, Hardware limit: 232448"),
+     Status.OUT_OF_RESOURCES),
+    (OutOfResources("Required: 300000"), Status.OUT_OF_RESOURCES),
+    (RuntimeError("CUDA error: an illegal memory access was encountered"), Status.CRASH),
+    ("CUDA error: an illegal memory access was encountered", Status.CRASH),
+    (RuntimeError("CUDA error: misaligned address"), Status.CRASH),
+    (RuntimeError("CUDA error: device-side assert triggered"), Status.CRASH),
+    # memory exhaustion is a resource limit, even though the message starts like a CUDA error
+    (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), Status.OUT_OF_RESOURCES),
+])
+def test_classify_known_messages_in_either_phase(error, expected, phase):
+    assert classify_exception(error, phase=phase) is expected
+
+
+def test_classify_real_triton_out_of_resources():
+    from triton.runtime.errors import OutOfResources as TritonOutOfResources
+
+    error = TritonOutOfResources(262144, 232448, "shared memory")
+    assert classify_exception(error, phase="compile") is Status.OUT_OF_RESOURCES
+
+
+def test_classify_compile_errors_and_generic_failures():
+    compile_error = CompilationError("at 12:8:\n    x = tl.load(ptr + offs)\n        ^\nIncompatibleTypeErrorImpl")
+    assert classify_exception(compile_error, phase="compile") is Status.COMPILE_ERROR
+    assert classify_exception("triton.compiler.errors.CompilationError: at 3:4: unsupported",
+                              phase="compile") is Status.COMPILE_ERROR
+    generic = ValueError("something unexpected")
+    assert classify_exception(generic, phase="compile") is Status.COMPILE_ERROR
+    assert classify_exception(generic, phase="run") is Status.CRASH
+    assert all(s.failed for s in (classify_exception(generic, phase=p) for p in ("compile", "run")))
+
+
+def test_short_error():
+    assert short_error(ValueError("bad value")) == "ValueError: bad value"
+    text = short_error("x" * 5000, limit=100)
+    assert len(text) == 100 and text.endswith("...")
+    assert short_error("  padded \n") == "padded"
+
+
+# -- accuracy ------------------------------------------------------------------------------------
+
+
+def _reference(shape=(16, 200), seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(shape, generator=generator, dtype=torch.float64), dim=-1)
+
+
+def test_relative_error_of_equal_tensors_is_zero():
+    ref = _reference()
+    assert relative_error(ref.clone(), ref) == 0.0
+    assert relative_error(ref.to(torch.float32), ref) < 1e-7
+    assert relative_error(ref.to(torch.float16), ref) < 1e-3
+
+
+def test_relative_error_is_infinite_for_nan_inf_and_shape_mismatch():
+    ref = _reference()
+    out = ref.clone()
+    out[3, 7] = float("nan")
+    assert relative_error(out, ref) == math.inf
+    out = ref.clone()
+    out[0, 0] = float("inf")
+    assert relative_error(out, ref) == math.inf
+    assert relative_error(ref[:, :-1].clone(), ref) == math.inf
+    assert relative_error(ref.t().contiguous(), ref) == math.inf
+    assert relative_error(ref.reshape(-1), ref) == math.inf
+    assert relative_error(None, ref) == math.inf  # type: ignore[arg-type]
+
+
+def test_relative_error_of_a_known_perturbation():
+    ref = torch.ones(100, dtype=torch.float64)  # ||ref|| = 10
+    out = ref.clone()
+    out[17] += 0.5  # ||out - ref|| = 0.5
+    assert relative_error(out, ref) == pytest.approx(0.05, rel=1e-12)
+    out = ref.clone()
+    out[:4] -= 1.0  # ||out - ref|| = 2
+    assert relative_error(out, ref) == pytest.approx(0.2, rel=1e-12)
+    softmax = _reference()
+    assert relative_error(softmax * (1 + 1e-3), softmax) == pytest.approx(1e-3, rel=1e-9)
+
+
+def test_tolerances_and_median():
+    assert tolerance_for(torch.float32) < tolerance_for(torch.float16) < tolerance_for(torch.bfloat16)
+    assert Timing((3.0, 1.0, 2.0), "events").median_ms == 2.0
+    assert Timing((4.0, 1.0, 2.0, 3.0), "events").median_ms == 2.5
+
+
+# -- the Triton softmax under the interpreter ----------------------------------------------------
+
+_INTERPRETER = r"""
+import json, os
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch
+from autotune.kernels import get_kernel
+from autotune.evaluators.failures import classify_exception
+from autotune.evaluators.timing import relative_error
+
+spec = get_kernel("softmax-triton")
+report = {}
+for dtype_name, dtype in (("float16", torch.float16), ("float32", torch.float32)):
+    inputs = spec.make_inputs((6, 1000), dtype, "cpu", 0)
+    ref = spec.reference(tuple(x.double() for x in inputs))
+    for block in (256, 512, 1024, 2048):
+        out = spec.triton_launch({"BLOCK_SIZE": block, "num_warps": 4, "num_stages": 1}, *inputs)
+        report[f"{dtype_name}/{block}"] = {"rel": relative_error(out, ref), "dtype": str(out.dtype),
+                                           "shape": list(out.shape), "nan": bool(torch.isnan(out).any())}
+failures = {}
+x = spec.make_inputs((4, 1000), torch.float16, "cpu", 0)
+for name, native in (("block_300", {"BLOCK_SIZE": 300, "num_warps": 4, "num_stages": 1}),
+                     ("no_block", {"num_warps": 4, "num_stages": 1})):
+    try:
+        spec.triton_launch(native, *x)
+        failures[name] = None
+    except Exception as error:
+        failures[name] = {"type": type(error).__name__, "status": classify_exception(error, phase="compile").value,
+                          "run_status": classify_exception(error, phase="run").value}
+try:
+    spec.triton_launch({"BLOCK_SIZE": 256, "num_warps": 4, "num_stages": 1}, torch.zeros(1000, dtype=torch.float16))
+    failures["rank_1_input"] = None
+except Exception as error:
+    failures["rank_1_input"] = {"type": type(error).__name__,
+                                "status": classify_exception(error, phase="compile").value}
+print("REPORT " + json.dumps({"runs": report, "failures": failures}))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreter_report():
+    done = run_python(_INTERPRETER, timeout=300, TRITON_INTERPRET="1")
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
+    assert len(lines) == 1, done.stdout[-2000:]
+    return json.loads(lines[0].removeprefix("REPORT "))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("block, path", [(256, "looped"), (512, "looped"), (1024, "whole row"), (2048, "whole row")])
+def test_triton_softmax_is_accurate_under_the_interpreter(interpreter_report, dtype, block, path):
+    run = interpreter_report["runs"][f"{dtype}/{block}"]
+    assert run["shape"] == [6, 1000] and run["dtype"] == f"torch.{dtype}" and not run["nan"]
+    assert run["rel"] < (1e-3 if dtype == "float16" else 1e-5), (path, run)
+
+
+@pytest.mark.parametrize("name", ["block_300", "no_block", "rank_1_input"])
+def test_broken_triton_configs_are_classified_as_failures(interpreter_report, name):
+    failure = interpreter_report["failures"][name]
+    assert failure is not None, f"{name} ran without an error"
+    status = Status(failure["status"])
+    assert status.failed
+    assert status is Status.COMPILE_ERROR  # raised while building the launch: the config's fault, not a crash
