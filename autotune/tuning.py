@@ -87,11 +87,11 @@ def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget:
 
     options = {}
     if strategy_cls is GridSearch:
-        options = {"names": request.grid or None, "budget": budget, "sample": request.grid_sample}
+        options = {"names": request.grid or None, "sample": request.grid_sample}
     elif request.grid:
         raise UserError("--grid applies to --strategy grid only")
     try:
-        return strategy_cls(task.space, seed=request.seed, **options)
+        return strategy_cls.from_task(task, seed=request.seed, budget=budget, **options)
     except (GridTooLarge, ValueError) as error:
         raise UserError(str(error)) from None
 

@@ -38,6 +38,15 @@ class Strategy(ABC):
         self.history: list[Observation] = []
         self._asked: set[str] = set()
 
+    @classmethod
+    def from_task(cls, task: Any, seed: int = 0, budget: int | None = None, **options: Any) -> "Strategy":
+        """Build for a tuning task (`autotune.task.TuningTask`).
+
+        The default uses only the task's space; strategies that need more (the budget,
+        the bound kernel) override this.
+        """
+        return cls(task.space, seed=seed, **options)
+
     @abstractmethod
     def ask(self, n: int) -> list[Params]:
         """Up to `n` new points; an empty list means the strategy has nothing more to try."""

@@ -51,6 +51,10 @@ class GridSearch(Strategy):
             self.points = self._sample_product(axes, combinations, budget)
         self._next = 0
 
+    @classmethod
+    def from_task(cls, task: Any, seed: int = 0, budget: int | None = None, **options: Any) -> "GridSearch":
+        return cls(task.space, seed=seed, budget=budget, **options)
+
     def _too_large(self, size: int, budget: int | None) -> str:
         limit = f"the budget of {budget}" if budget is not None else f"{MAX_ENUMERATED} (with no budget)"
         return (f"the grid over {', '.join(self.names)} has {size} configs, more than {limit}; "
