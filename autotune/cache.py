@@ -171,6 +171,10 @@ class Cache:
         self._write("UPDATE sessions SET ended = ?, exit_reason = ?, best_key = ? WHERE id = ?",
                     (_now(), exit_reason, best_key, session_id))
 
+    def reopen_session(self, session_id: int) -> None:
+        """Mark a stopped session as running again (it is being resumed)."""
+        self._write("UPDATE sessions SET ended = NULL, exit_reason = NULL WHERE id = ?", (session_id,))
+
     def session(self, session_id: int) -> dict[str, Any] | None:
         row = self.db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return self._session_dict(row) if row else None
@@ -258,6 +262,19 @@ class Cache:
             return None
         params_json, config_json, *rest = row
         return Candidate(json.loads(params_json), json.loads(config_json), rest[0]), _result(tuple(rest))
+
+    def best_configs(self, fingerprint: str, limit: int) -> list[tuple[dict[str, Any], Result]]:
+        """The `limit` fastest distinct accurate configs measured for a space (native form)."""
+        rows = self.db.execute(
+            f"SELECT config_json, {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND source = 'measured'"
+            " AND status = 'ok' ORDER BY median_ms", (fingerprint,),
+        ).fetchall()
+        best: dict[str, tuple[dict[str, Any], Result]] = {}
+        for config_json, *rest in rows:
+            if len(best) >= limit:
+                break
+            best.setdefault(rest[0], (json.loads(config_json), _result(tuple(rest))))
+        return list(best.values())
 
     # -- baselines ----------------------------------------------------------------------
     def record_baseline(self, session_id: int, fingerprint: str, name: str, result: Result) -> None:

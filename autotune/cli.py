@@ -55,13 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("kernels", help="list the built-in kernels")
 
     tune = commands.add_parser("tune", help="tune a kernel (replays from the database where there is no GPU)")
-    tune.add_argument("kernel")
-    tune.add_argument("--shape", required=True, help="e.g. 4096x32000")
+    tune.add_argument("kernel", nargs="?")
+    tune.add_argument("--shape", help="e.g. 4096x32000")
     tune.add_argument("--dtype", default="float16")
     tune.add_argument("--strategy", default="random")
     tune.add_argument("--budget", type=_positive_int, default=None, help="number of configs to evaluate")
     tune.add_argument("--seconds", type=_positive_float, default=None, help="wall-clock budget")
     tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--seed-from", default="default",
+                      help="seeds evaluated first: comma-separated from default, heuristic, cache")
+    tune.add_argument("--resume", type=_positive_int, default=None, metavar="SESSION",
+                      help="continue a stopped session: nothing measured is measured again")
     tune.add_argument("--grid", default="", help="grid strategy: comma-separated parameters (default: all)")
     tune.add_argument("--grid-sample", action="store_true", help="grid strategy: sample the grid if over budget")
     tune.add_argument("--generation-size", type=_positive_int, default=None)
@@ -108,6 +112,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         replay=args.replay, replay_db=Path(args.replay_db), space=args.space, fresh=args.fresh,
         compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout,
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
+        seed_from=args.seed_from, resume=args.resume,
     )
     run_tune(request, console)
     return 0

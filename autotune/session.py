@@ -2,8 +2,9 @@
 
 One loop for every strategy and every evaluator.  Each evaluation is written to the cache
 the moment it completes, so a killed session loses at most the evaluation in flight.
-Generation 0 holds the baselines' config (the compiler's default), evaluated before the
-strategy's first proposals and not counted against the budget.
+Generation 0 holds the compiler's default config (not counted against the budget) and any
+seeds (counted), evaluated before the strategy's first proposals.  A session stopped at any
+point can be resumed: its recorded rows answer the same proposals again without measuring.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 from autotune.cache import Cache
 from autotune.evaluators.base import Evaluator
@@ -90,7 +91,8 @@ class Session:
 
     def __init__(self, task: TuningTask, evaluator: Evaluator, strategy: Strategy, settings: SessionSettings,
                  journal: Cache, *, cache: Cache | None = None, reporter: Reporter | None = None,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None, seeds: Sequence[tuple[str, Params]] = (),
+                 resume_session: int | None = None) -> None:
         self.task, self.evaluator, self.strategy, self.settings = task, evaluator, strategy, settings
         self.journal = journal
         self.cache = cache if cache is not None else journal
@@ -101,24 +103,34 @@ class Session:
         self.counts: Counter = Counter()
         self.best: tuple[Candidate, Result] | None = None
         self.generations: list[GenerationSummary] = []
+        self.seeds = list(seeds)
+        self.resume_session = resume_session
+        self.recorded: dict[str, Result] = {}  # a resumed session's rows, answered without measuring
 
     # -- the loop ---------------------------------------------------------------------
     def run(self) -> SessionOutcome:
         task, settings = self.task, self.settings
         self.journal.put_space(task.identity)
-        self.session_id = self.journal.start_session(
-            kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy=settings.strategy,
-            seed=settings.seed, budget=settings.budget, seconds=settings.seconds, fingerprint=task.fingerprint,
-            device=task.identity.device, versions=task.identity.versions, mode=settings.mode,
-            options={**self.options, "fresh": settings.fresh, "generation_size": settings.generation_size},
-        )
+        if self.resume_session is not None:
+            self.session_id = self.resume_session
+            self.recorded = {row.candidate.key: row.result for row in self.journal.session_evaluations(self.session_id)}
+            self.journal.reopen_session(self.session_id)
+        else:
+            self.session_id = self.journal.start_session(
+                kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy=settings.strategy,
+                seed=settings.seed, budget=settings.budget, seconds=settings.seconds, fingerprint=task.fingerprint,
+                device=task.identity.device, versions=task.identity.versions, mode=settings.mode,
+                options={**self.options, "fresh": settings.fresh, "generation_size": settings.generation_size},
+            )
         self.reporter.session_started(self.session_id, task, settings, self.evaluator.description)
         self.started = time.monotonic()
         exit_reason = "interrupted"
         try:
-            baselines = self.evaluator.baselines()
-            for name, result in baselines.items():
-                self.journal.record_baseline(self.session_id, task.fingerprint, name, result)
+            baselines = self.journal.baselines(session_id=self.session_id)
+            if not baselines:
+                baselines = self.evaluator.baselines()
+                for name, result in baselines.items():
+                    self.journal.record_baseline(self.session_id, task.fingerprint, name, result)
             default = self._generation_zero()
             exit_reason = self._search()
         except KeyboardInterrupt:
@@ -134,15 +146,32 @@ class Session:
         )
 
     def _generation_zero(self) -> tuple[Candidate, Result] | None:
-        """Evaluate the compiler's default config (free of budget) and tell the strategy."""
+        """The compiler's default config (free of budget) and the seeds, before the strategy."""
+        items: list[tuple[Params, Candidate]] = []
+        free: set[str] = set()
+        default = None
         try:
-            candidate = self.task.default_candidate()
+            default = self.task.default_candidate()
+            items.append((self.task.space.default, default))
+            free.add(default.key)
         except InvalidConfig:
+            pass
+        for _origin, raw in self.seeds:
+            try:
+                candidate = self.task.candidate(raw)
+            except InvalidConfig:
+                continue
+            if all(candidate.key != c.key for _, c in items):
+                items.append((raw, candidate))
+        if self.settings.budget is not None:
+            items = items[: len(free) + self.settings.budget]
+        for raw, candidate in items:
+            self.journal.record_alias(self.task.fingerprint, raw, candidate)
+        results = self._evaluate_generation(0, items, free=free)
+        self.strategy.warm_start([(raw, results[c.key]) for raw, c in items if c.key in results])
+        if default is None or default.key not in results:
             return None
-        self.journal.record_alias(self.task.fingerprint, self.task.space.default, candidate)
-        results = self._evaluate_generation(0, [(self.task.space.default, candidate)], counted=False)
-        self.strategy.warm_start([(self.task.space.default, results[candidate.key])])
-        return candidate, results[candidate.key]
+        return default, results[default.key]
 
     def _search(self) -> str:
         generation, empty = 0, 0
@@ -163,7 +192,7 @@ class Session:
                 if candidate.key not in self.seen and candidate.key not in new_keys:
                     new_keys.add(candidate.key)
                     new.append((raw, candidate))
-            results = self._evaluate_generation(generation, new, counted=True)
+            results = self._evaluate_generation(generation, new)
             for raw, candidate in pairs:  # repeats are answered from this session's own results
                 result = results.get(candidate.key) or self.seen.get(candidate.key)
                 if result is not None:  # None: the clock ran out before it was evaluated
@@ -188,11 +217,11 @@ class Session:
         return pairs, rejected
 
     def _evaluate_generation(self, generation: int, items: list[tuple[Params, Candidate]], *,
-                             counted: bool) -> dict[str, Result]:
+                             free: set[str] = frozenset()) -> dict[str, Result]:
         """Evaluate (or reuse) each candidate and record each as it completes.
 
-        Returns results by config key; candidates left unevaluated when the clock ran out
-        are missing from it.
+        Keys in `free` do not count against the budget.  Returns results by config key;
+        candidates left unevaluated when the clock ran out are missing from it.
         """
         started = time.monotonic()
         previous_best = self.best
@@ -200,6 +229,12 @@ class Session:
         results: dict[str, Result] = {}
         to_measure: list[Candidate] = []
         for _raw, candidate in items:
+            counted = candidate.key not in free
+            recorded = self.recorded.pop(candidate.key, None)
+            if recorded is not None:  # resuming: this session measured it before it was stopped
+                results[candidate.key] = self._accept(generation, len(results), candidate, recorded, counted,
+                                                      record=False)
+                continue
             reused = self._reusable(candidate)
             if reused is not None:
                 results[candidate.key] = self._accept(generation, len(results), candidate, reused, counted)
@@ -209,6 +244,7 @@ class Session:
         stream = self.evaluator.evaluate(to_measure)
         try:
             for result in stream:
+                counted = result.key not in free
                 results[result.key] = self._accept(generation, len(results), by_key[result.key], result, counted)
                 if counted and self._out_of_time():
                     break
@@ -225,8 +261,10 @@ class Session:
         found = self.cache.lookup(self.task.fingerprint, candidate.key)
         return found.as_source(Source.REUSED) if found else None
 
-    def _accept(self, generation: int, ordinal: int, candidate: Candidate, result: Result, counted: bool) -> Result:
-        self.journal.record(self.session_id, self.task.fingerprint, generation, ordinal, candidate, result)
+    def _accept(self, generation: int, ordinal: int, candidate: Candidate, result: Result, counted: bool, *,
+                record: bool = True) -> Result:
+        if record:
+            self.journal.record(self.session_id, self.task.fingerprint, generation, ordinal, candidate, result)
         self.seen[candidate.key] = result
         self.counts[result.status.value] += 1
         if counted:

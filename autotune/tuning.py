@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.console import Console
@@ -33,6 +33,8 @@ class TuneRequest:
     compile_timeout_s: float
     grid: tuple[str, ...] = ()
     grid_sample: bool = False
+    seed_from: str = "default"
+    resume: int | None = None
 
 
 def gpu_available() -> bool:
@@ -41,11 +43,48 @@ def gpu_available() -> bool:
     return torch.cuda.is_available()
 
 
+FINISHED = ("budget", "strategy finished", "strategy exhausted")
+
+
+def resumed_request(request: TuneRequest) -> TuneRequest:
+    """The request a stopped session was started with, read back from its database."""
+    mode_replay = request.replay or not gpu_available()
+    path = request.replay_db if mode_replay else request.db
+    journal = Cache.open(path)
+    try:
+        session = journal.session(request.resume)
+    finally:
+        journal.close()
+    if session is None:
+        raise UserError(f"no session {request.resume} in {path}")
+    if session["mode"] != ("replay" if mode_replay else "gpu"):
+        raise UserError(f"session {request.resume} was a {session['mode']} session; resume it the same way")
+    if session["exit_reason"] in FINISHED:
+        raise UserError(f"session {request.resume} already finished ({session['exit_reason']}); nothing to resume")
+    options = session["options"]
+    return replace(
+        request, kernel=session["kernel"], shape="x".join(map(str, session["shape"])), dtype=session["dtype"],
+        strategy=session["strategy"], seed=session["seed"], budget=session["budget"], seconds=session["seconds"],
+        generation_size=options.get("generation_size"), fresh=options.get("fresh", False),
+        grid=tuple(options.get("grid", ())), grid_sample=options.get("grid_sample", False),
+        seed_from=options.get("seed_from", "default"),
+    )
+
+
 def run_tune(request: TuneRequest, console: Console) -> None:
     from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
+    from autotune.seeds import collect_seeds, parse_sources
     from autotune.strategies import UnknownStrategy, get_strategy
 
+    if request.resume is not None:
+        request = resumed_request(request)
+    elif not request.kernel or not request.shape:
+        raise UserError("tune needs a kernel and --shape (or --resume SESSION)")
     # Validate everything before any database is opened or created.
+    try:
+        sources = parse_sources(request.seed_from)
+    except ValueError as error:
+        raise UserError(str(error)) from None
     try:
         spec = get_kernel(request.kernel)
         strategy_cls = get_strategy(request.strategy)
@@ -67,10 +106,13 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         task, evaluator, cache, journal = _gpu_parts(request, spec, shape, dtype, console)
     from autotune.report import RichReporter, print_outcome
 
-    strategy = _make_strategy(strategy_cls, task, request, budget)
     try:
+        strategy = _make_strategy(strategy_cls, task, request, budget)
+        seeds = collect_seeds(task, cache, sources)
+        options = {"db": str(request.db), "seed_from": request.seed_from, "grid": list(request.grid),
+                   "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds]}
         outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
-                          options={"db": str(request.db)}).run()
+                          options=options, seeds=seeds, resume_session=request.resume).run()
     finally:
         evaluator.close()
     print_outcome(console, task, outcome, db=str(journal.path))

@@ -1,0 +1,128 @@
+"""Resuming a stopped session, and seeding a session from the default, heuristics and the cache."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autotune.cache import Cache
+from autotune.evaluators.fake import FakeEvaluator
+from autotune.seeds import collect_seeds, parse_sources, shape_distance
+from autotune.session import Session, SessionSettings
+from autotune.strategies import get_strategy
+from autotune.types import Status
+from tests.conftest import hashed_cost
+
+
+class StopAfter(FakeEvaluator):
+    """A fake that is 'killed' (KeyboardInterrupt) after `limit` results."""
+
+    def __init__(self, cost, limit: int) -> None:
+        super().__init__(cost)
+        self.limit = limit
+
+    def evaluate(self, candidates):
+        for result in super().evaluate(candidates):
+            if len(self.calls) > self.limit:
+                raise KeyboardInterrupt
+            yield result
+
+
+def smooth_cost(params):
+    """A cost the pattern search can walk on; one config in 16 fails."""
+    if hashed_cost(params) > 0.9375 * 2.0 + 0.1:
+        return Status.COMPILE_ERROR
+    return sum(abs(math.log2(v)) if isinstance(v, int) and v > 0 else 0.3 for v in params.values()) + 0.1
+
+
+def _session(task, db, evaluator, strategy, resume=None, budget=40):
+    settings = SessionSettings(strategy, 5, budget, generation_size=8, mode="gpu")
+    return Session(task, evaluator, get_strategy(strategy)(task.space, seed=5), settings, db, resume_session=resume)
+
+
+@pytest.mark.parametrize("strategy", ["random", "pattern"])
+@pytest.mark.parametrize("stop_after", [0, 1, 13, 30])
+def test_a_resumed_session_equals_an_uninterrupted_one(helion_task, tmp_path, strategy, stop_after):
+    whole_db = Cache.open(tmp_path / "whole.db", create=True)
+    whole = _session(helion_task, whole_db, FakeEvaluator(smooth_cost), strategy).run()
+    expected = [(r.generation, r.candidate.key, r.result.median_ms) for r in whole_db.session_evaluations(1)]
+
+    db = Cache.open(tmp_path / "killed.db", create=True)
+    with pytest.raises(KeyboardInterrupt):
+        _session(helion_task, db, StopAfter(smooth_cost, stop_after), strategy).run()
+    before = {r.candidate.key for r in db.session_evaluations(1)}
+    assert db.session(1)["exit_reason"] == "interrupted"
+
+    finisher = FakeEvaluator(smooth_cost)
+    outcome = _session(helion_task, db, finisher, strategy, resume=1).run()
+    after = [(r.generation, r.candidate.key, r.result.median_ms) for r in db.session_evaluations(1)]
+
+    assert not before & set(finisher.calls), "a resumed session measured a config again"
+    assert sorted(after) == sorted(expected)
+    assert len({key for _, key, _ in after}) == len(after), "an evaluation was recorded twice"
+    assert outcome.best[0].key == whole.best[0].key
+    assert outcome.evaluations == whole.evaluations == 40
+    assert db.session(1)["exit_reason"] == "budget"
+    assert db.integrity_ok()
+
+
+def test_resume_does_not_measure_baselines_again(triton_task, tmp_path):
+    db = Cache.open(tmp_path / "t.db", create=True)
+    evaluator = StopAfter(hashed_cost, 5)
+    evaluator._baselines = {"torch.softmax": 1.5}
+    with pytest.raises(KeyboardInterrupt):
+        _session(triton_task, db, evaluator, "random").run()
+    assert list(db.baselines(session_id=1)) == ["torch.softmax"]
+    resumed = FakeEvaluator(hashed_cost, baselines={"torch.softmax": 9.9})
+    outcome = _session(triton_task, db, resumed, "random", resume=1).run()
+    assert outcome.baselines["torch.softmax"].median_ms == 1.5
+    assert len(db.db.execute("SELECT * FROM baselines").fetchall()) == 1
+
+
+def test_parse_sources_rejects_unknown_names():
+    assert parse_sources("default, cache") == ["default", "cache"]
+    with pytest.raises(ValueError, match="unknown seed source"):
+        parse_sources("default,magic")
+
+
+def test_shape_distance_prefers_the_nearest_shape():
+    assert shape_distance((4096, 32000), (4096, 32000)) == 0
+    assert shape_distance((1024, 32000), (4096, 32000)) == pytest.approx(2.0)
+    assert shape_distance((4096,), (4096, 32000)) == math.inf
+
+
+def test_cache_seeds_come_from_the_nearest_recorded_shape(triton_task, tmp_path):
+    """The best configs recorded for the same kernel are evaluated first, before the strategy."""
+    db = Cache.open(tmp_path / "t.db", create=True)
+    _session(triton_task, db, FakeEvaluator(hashed_cost), "random", budget=30).run()
+    best = db.best_configs(triton_task.fingerprint, 3)
+    assert len(best) == 3 and best[0][1].median_ms <= best[1][1].median_ms <= best[2][1].median_ms
+
+    seeds = collect_seeds(triton_task, db, ["default", "cache"])
+    assert [origin for origin, _ in seeds] == ["cache"] * 3
+    assert [triton_task.candidate(p).key for _, p in seeds] == [
+        triton_task.candidate_from_native(native).key for native, _ in best
+    ]
+
+    fresh_db = Cache.open(tmp_path / "u.db", create=True)
+    evaluator = FakeEvaluator(hashed_cost)
+    settings = SessionSettings("random", 9, 10, generation_size=4, mode="gpu")
+    outcome = Session(triton_task, evaluator, get_strategy("random")(triton_task.space, seed=9), settings,
+                      fresh_db, seeds=seeds).run()
+    generation_zero = [r.candidate.key for r in fresh_db.session_evaluations(outcome.session_id) if r.generation == 0]
+    assert generation_zero[1:] == [triton_task.candidate(p).key for _, p in seeds]
+    assert outcome.evaluations == 10  # seeds count against the budget, the default does not
+    assert outcome.best[1].median_ms <= best[0][1].median_ms
+
+
+def test_heuristic_seeds_come_from_the_recorded_compiler_seeds(triton_task):
+    import dataclasses
+
+    space = dataclasses.replace(triton_task.space, extras={"compiler_seeds": [
+        {"BLOCK_SIZE": 256, "num_warps": 2, "num_stages": 1},
+        {"BLOCK_SIZE": 3, "num_warps": 2, "num_stages": 1},  # not in the space: skipped
+    ]})
+    task = dataclasses.replace(triton_task, space=space)
+    seeds = collect_seeds(task, None, ["heuristic"])
+    assert seeds == [("heuristic", {"BLOCK_SIZE": 256, "num_warps": 2, "num_stages": 1})]
