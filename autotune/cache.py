@@ -189,9 +189,10 @@ class Cache:
         data["versions"] = json.loads(data["versions"])
         data["options"] = json.loads(data["options"])
         counts = self.db.execute(
-            "SELECT COUNT(*), SUM(status != 'ok') FROM evaluations WHERE session_id = ?", (data["id"],)
+            "SELECT SUM(generation >= 0), SUM(generation >= 0 AND status != 'ok'), SUM(generation < 0)"
+            " FROM evaluations WHERE session_id = ?", (data["id"],),
         ).fetchone()
-        data["evaluations"], data["failures"] = int(counts[0]), int(counts[1] or 0)
+        data["evaluations"], data["failures"], data["rebenchmarked"] = (int(c or 0) for c in counts)
         return data
 
     # -- evaluations ------------------------------------------------------------------
@@ -224,19 +225,24 @@ class Cache:
         return {k: (json.loads(p), json.loads(c)) for k, p, c in rows}
 
     def lookup(self, fingerprint: str, key: str) -> Result | None:
-        """The latest measurement of a config for a space, or None."""
+        """The latest search-time measurement of a config for a space, or None."""
         row = self.db.execute(
             f"SELECT {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND config_key = ?"
-            " AND source = 'measured' ORDER BY id DESC LIMIT 1", (fingerprint, key),
+            f" AND source = 'measured' AND generation >= 0 ORDER BY id DESC LIMIT 1", (fingerprint, key),
         ).fetchone()
         return _result(row) if row else None
 
-    def measurements(self, fingerprint: str) -> dict[str, list[Result]]:
-        """Every measured result of a space, grouped by config key (repeats kept, oldest first)."""
+    def measurements(self, fingerprint: str, *, rebench: bool = False) -> dict[str, list[Result]]:
+        """Measured results of a space grouped by config key, oldest first.
+
+        Search-time measurements by default; with `rebench`, only the final interleaved
+        re-benchmarks (recorded as generation -1).
+        """
         grouped: dict[str, list[Result]] = {}
+        condition = "generation < 0" if rebench else "generation >= 0"
         for row in self.db.execute(
             f"SELECT {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND source = 'measured'"
-            " ORDER BY id", (fingerprint,),
+            f" AND {condition} ORDER BY id", (fingerprint,),
         ):
             grouped.setdefault(row[0], []).append(_result(row))
         return grouped
@@ -244,7 +250,7 @@ class Cache:
     def session_evaluations(self, session_id: int) -> list[EvaluationRow]:
         rows = self.db.execute(
             f"SELECT generation, ordinal, params_json, config_json, {_RESULT_COLUMNS} FROM evaluations"
-            " WHERE session_id = ? ORDER BY generation, ordinal, id", (session_id,),
+            " WHERE session_id = ? ORDER BY generation < 0, generation, ordinal, id", (session_id,),
         ).fetchall()
         result = []
         for generation, ordinal, params_json, config_json, *rest in rows:

@@ -17,7 +17,7 @@ def timeline(rows: list[EvaluationRow], space: SearchSpace | None) -> list[Gener
     """Per-generation summaries rebuilt from recorded rows (what the live session printed)."""
     summaries: list[GenerationSummary] = []
     best: EvaluationRow | None = None
-    generations = sorted({r.generation for r in rows})
+    generations = sorted({r.generation for r in rows}, key=lambda g: (g < 0, g))  # the final re-benchmark last
     for generation in generations:
         members = [r for r in rows if r.generation == generation]
         previous = best
@@ -37,7 +37,10 @@ def timeline(rows: list[EvaluationRow], space: SearchSpace | None) -> list[Gener
 
 
 def session_best(cache: Cache, session_id: int) -> tuple[Candidate, Result] | None:
-    ok = [r for r in cache.session_evaluations(session_id) if r.result.ok]
+    """The winner: the fastest of the final re-benchmark when there was one, else of all rows."""
+    rows = cache.session_evaluations(session_id)
+    final = [r for r in rows if r.generation < 0 and r.result.ok]
+    ok = final or [r for r in rows if r.result.ok]
     if not ok:
         return None
     row = min(ok, key=lambda r: r.result.objective)
@@ -56,16 +59,22 @@ def print_session(cache: Cache, session: dict[str, Any], console: Console) -> No
     for summary in timeline(rows, space):
         console.print(timeline_line(summary).rsplit("  (", 1)[0])
     best = session_best(cache, session["id"])
-    default_rows = [r for r in rows if r.generation == 0]
+    default_rows = [r for r in rows if r.generation == 0][:1]  # the default is generation 0's first row
+    if default_rows:
+        retimed = [r for r in rows if r.generation < 0 and r.candidate.key == default_rows[0].candidate.key]
+        default_rows = retimed or default_rows
     table_rows: list[tuple[str, Result]] = []
     if best:
         table_rows.append(("best found", best[1]))
     if default_rows:
         table_rows.append(("default config", default_rows[0].result))
-    table_rows += list(cache.baselines(session_id=session["id"]).items())
+    baselines = cache.baselines(session_id=session["id"])
+    table_rows += list(baselines.items())
     bytes_moved = _bytes_moved(session)
+    copy = baselines.get("device copy")
     console.print(comparison_table(table_rows, bytes_moved or 0, best[1].median_ms if best else None,
-                                   f"session {session['id']}: {len(rows)} evaluations"))
+                                   f"session {session['id']}: {session['evaluations']} evaluations",
+                                   copy_ms=copy.median_ms if copy is not None and copy.ok else None))
     if best:
         console.print(f"best config ({best[0].key}): {dict(best[0].native)}")
     if bytes_moved and best:

@@ -21,7 +21,7 @@ def timeline_line(summary: GenerationSummary) -> str:
     best = f"{summary.best_ms:.4f} ms" if summary.best_ms is not None else "none yet"
     improvement = f"{summary.improvement_pct:+.1f}%" if summary.improvement_pct is not None else "-"
     changed = ", ".join(summary.changed[:6]) + (" ..." if len(summary.changed) > 6 else "") if summary.changed else "-"
-    label = "default" if summary.generation == 0 else f"gen {summary.generation}"
+    label = {0: "seeds", -1: "final"}.get(summary.generation, f"gen {summary.generation}")
     return (f"{label:>8}: {summary.tested:3d} tested, {summary.failures:3d} failed, best {best}, "
             f"improved {improvement}, changed: {changed}  ({summary.elapsed_s:.1f} s)")
 
@@ -51,7 +51,7 @@ class RichReporter:
             TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), console=self.console, transient=True,
         )
         self._progress.start()
-        label = "default" if generation == 0 else f"gen {generation}"
+        label = {0: "seeds", -1: "final"}.get(generation, f"gen {generation}")
         self._task_id = self._progress.add_task(label, total=size, failed=0)
 
     def result(self, candidate: Candidate, result: Result) -> None:
@@ -67,41 +67,48 @@ class RichReporter:
         self.console.print(timeline_line(summary))
 
 
-def comparison_rows(task_bytes: int, best: tuple[Candidate, Result] | None,
-                    default: tuple[Candidate, Result] | None, baselines: Mapping[str, Result],
-                    default_label: str) -> list[tuple[str, Result]]:
-    rows: list[tuple[str, Result]] = []
-    if best:
-        rows.append(("best found", best[1]))
-    if default:
-        rows.append((default_label, default[1]))
-    rows += [(name, result) for name, result in baselines.items()]
-    return rows
-
-
 def comparison_table(rows: Iterable[tuple[str, Result]], bytes_moved: int, reference_ms: float | None,
-                     title: str) -> Table:
+                     title: str, copy_ms: float | None = None) -> Table:
+    """Time, GB/s, % of the measured copy bandwidth and time relative to the best, per row."""
     table = Table(title=title)
-    for column in ("", "status", "median ms", "min-max ms", "GB/s", "time / best"):
+    for column in ("", "status", "median ms", "min-max ms", "GB/s", "% of copy", "time / best"):
         table.add_column(column, justify="right" if column not in ("", "status") else "left")
     for label, result in rows:
         if result.ok:
             ratio = f"{result.median_ms / reference_ms:.3f}" if reference_ms else "-"
             rate = gbps(bytes_moved, result.median_ms)
+            share = f"{100 * copy_ms / result.median_ms:.0f}%" if copy_ms else "-"
             table.add_row(label, "ok", f"{result.median_ms:.4f}", f"{result.min_ms:.4f}-{result.max_ms:.4f}",
-                          f"{rate:.0f}" if rate else "-", ratio)
+                          f"{rate:.0f}" if rate else "-", share, ratio)
         else:
-            table.add_row(label, result.status.value, "-", "-", "-", "-")
+            table.add_row(label, result.status.value, "-", "-", "-", "-", "-")
     return table
 
 
-def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome, db: str = "cache.db") -> None:
+def outcome_rows(task: TuningTask, outcome: SessionOutcome,
+                 recorded_best: tuple[Candidate, Result] | None) -> list[tuple[str, Result]]:
     default_label = "Helion default config" if task.space.family == "helion" else "declared default config"
-    rows = comparison_rows(task.bytes_moved(), outcome.best, outcome.default, outcome.baselines, default_label)
+    rows: list[tuple[str, Result]] = []
+    if outcome.best:
+        rows.append(("best found" + (" (re-timed)" if outcome.rebenchmarked else ""), outcome.best[1]))
+    if outcome.default:
+        rows.append((default_label, outcome.default[1]))
+    for origin, (_candidate, result) in sorted(outcome.seeds.items()):
+        rows.append((f"best {origin} seed", result))
+    if recorded_best is not None:
+        rows.append(("best recorded for this space", recorded_best[1]))
+    rows += [(name, result) for name, result in outcome.baselines.items()]
+    return rows
+
+
+def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome, db: str = "cache.db",
+                  recorded_best: tuple[Candidate, Result] | None = None) -> None:
     best_ms = outcome.best[1].median_ms if outcome.best else None
-    console.print(comparison_table(rows, task.bytes_moved(), best_ms,
+    copy = outcome.baselines.get("device copy")
+    console.print(comparison_table(outcome_rows(task, outcome, recorded_best), task.bytes_moved(), best_ms,
                                    f"session {outcome.session_id}: {outcome.evaluations} configs, "
-                                   f"stopped by {outcome.exit_reason}, {outcome.wall_s:.1f} s"))
+                                   f"stopped by {outcome.exit_reason}, {outcome.wall_s:.1f} s",
+                                   copy_ms=copy.median_ms if copy is not None and copy.ok else None))
     counts = ", ".join(f"{status} {n}" for status, n in sorted(outcome.status_counts.items()))
     console.print(f"statuses: {counts}")
     if outcome.best:

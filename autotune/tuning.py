@@ -115,7 +115,7 @@ def run_tune(request: TuneRequest, console: Console) -> None:
                           options=options, seeds=seeds, resume_session=request.resume).run()
     finally:
         evaluator.close()
-    print_outcome(console, task, outcome, db=str(journal.path))
+    print_outcome(console, task, outcome, db=str(journal.path), recorded_best=cache.best(task.fingerprint))
     if settings.mode == "replay":
         console.print(f"replay recorded as session {outcome.session_id} in {journal.path}"
                       f" (autotune show {outcome.session_id} --db {journal.path})")
@@ -183,6 +183,7 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
     console.print(f"REPLAY ({reason}): {description}")
     task: TuningTask = bind_recorded(spec, record, cache.aliases(record.fingerprint))
     evaluator = ReplayEvaluator(cache.measurements(record.fingerprint), cache.baselines(fingerprint=record.fingerprint),
-                                description=f"replay of {record.device} data")
+                                description=f"replay of {record.device} data",
+                                rebench=cache.measurements(record.fingerprint, rebench=True))
     journal = Cache.open(request.replay_db, create=True)
     return task, evaluator, cache, journal

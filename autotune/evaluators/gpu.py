@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import statistics
 import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterator, Sequence
@@ -21,6 +22,8 @@ from autotune.evaluators.timing import TimingOptions
 from autotune.types import Candidate, Result, Status
 
 SETUP_TIMEOUT_S = 300.0
+BASELINE_TIMEOUT_S = 600.0  # torch.compile's first call compiles with inductor
+COPY_BASELINE = "device copy"
 
 
 class WorkerSetupError(RuntimeError):
@@ -123,10 +126,28 @@ class GPUEvaluator:
             yield self._bench_one(("config", candidate.key, dict(candidate.native)), compile_s)
 
     def baselines(self) -> dict[str, Result]:
+        """The kernel's library baselines and a device-to-device copy of the input (the bandwidth ceiling)."""
         from autotune.kernels.registry import get_kernel
 
         names = list(get_kernel(self._bench._init.kernel).baselines)
-        return {name: self._bench_one(("baseline", name, name), None) for name in names}
+        results = {name: self._bench_one(("baseline", name, name), None, timeout_s=BASELINE_TIMEOUT_S) for name in names}
+        results[COPY_BASELINE] = self._bench_one(("copy", COPY_BASELINE, None), None)
+        return results
+
+    def rebenchmark(self, candidates: Sequence[Candidate]) -> dict[str, Result]:
+        """Re-time the candidates round-robin in one process; medians over all rounds."""
+        if not candidates:
+            return {}
+        request = ("rebench", "final", [(c.key, dict(c.native)) for c in candidates])
+        reply = self._request(request, self.bench_timeout_s * (1 + len(candidates)))
+        if reply.get("status") != Status.OK.value:
+            return {}
+        results = {}
+        for key, samples in reply["samples"].items():
+            results[key] = Result(key=key, status=Status.OK, median_ms=statistics.median(samples),
+                                  min_ms=min(samples), max_ms=max(samples), repetitions=len(samples),
+                                  samples_ms=tuple(samples))
+        return results
 
     def close(self) -> None:
         workers = [*self._compilers, self._bench]
@@ -206,27 +227,33 @@ class GPUEvaluator:
             yield Result(key=key, status=Status(status), error=error, compile_s=seconds)
 
     # -- phase 2: one-by-one accuracy check and timing ---------------------------------------
-    def _bench_one(self, request: tuple[str, str, Any], compile_s: float | None) -> Result:
-        key = request[1]
+    def _request(self, request: tuple[str, str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request to the benchmark worker; hangs and deaths become failed replies."""
         try:
             self._bench.wait_ready()
         except WorkerSetupError as error:
-            return Result(key=key, status=Status.CRASH, compile_s=compile_s, error=str(error))
+            return {"status": Status.CRASH.value, "error": str(error)}
         started = time.monotonic()
         self._bench.conn.send(request)
-        if not self._bench.conn.poll(self.bench_timeout_s):
+        if not self._bench.conn.poll(timeout_s):
             self._bench.kill()
-            return Result(key=key, status=Status.RUN_TIMEOUT, compile_s=compile_s, bench_s=time.monotonic() - started,
-                          error=f"benchmark did not finish within {self.bench_timeout_s:g} s; worker killed")
+            return {"status": Status.RUN_TIMEOUT.value, "bench_s": time.monotonic() - started,
+                    "error": f"benchmark did not finish within {timeout_s:g} s; worker killed"}
         try:
             reply = self._bench.conn.recv()
         except (EOFError, OSError):
             code = self._bench.process.exitcode if self._bench.process else None
             self._bench.kill()
-            return Result(key=key, status=Status.CRASH, compile_s=compile_s, bench_s=time.monotonic() - started,
-                          error=f"benchmark process died (exit code {code})")
+            return {"status": Status.CRASH.value, "bench_s": time.monotonic() - started,
+                    "error": f"benchmark process died (exit code {code})"}
         if not self._bench.alive():
             self._bench.kill()
+        return reply
+
+    def _bench_one(self, request: tuple[str, str, Any], compile_s: float | None,
+                   timeout_s: float | None = None) -> Result:
+        key = request[1]
+        reply = self._request(request, timeout_s or self.bench_timeout_s)
         return Result(
             key=key, status=Status(reply["status"]), median_ms=reply.get("median_ms"), min_ms=reply.get("min_ms"),
             max_ms=reply.get("max_ms"), repetitions=reply.get("repetitions", 0), compile_s=compile_s,

@@ -95,6 +95,8 @@ def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
 
 
 def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
+    """Requests: ("config", key, native), ("baseline", name, name), ("copy", key, None),
+    ("rebench", key, [(key, native), ...]).  One reply (a dict) per request."""
     state = _setup(conn, init)
     if state is None:
         return
@@ -103,6 +105,7 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
     torch = state.torch
     reference = state.spec.reference(tuple(x.to(torch.float64) if x.is_floating_point() else x for x in state.inputs))
     tolerance = timing.tolerance_for(state.dtype)
+    options = init.timing or timing.TimingOptions()
     while True:
         message = conn.recv()
         if message is None:
@@ -110,26 +113,59 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
         kind, key, payload = message
         started = time.perf_counter()
         try:
-            if kind == "baseline":
-                fn = state.spec.baselines[payload]
-                runner = lambda inputs: fn(inputs)  # noqa: E731
+            if kind == "copy":  # the bandwidth reference: a device-to-device copy of the input
+                samples = timing.time_gpu(lambda: state.inputs[0].clone(), options).samples_ms
+                reply = _ok(samples, timing.Timing(samples, "events").median_ms)
+            elif kind == "rebench":
+                reply = {"status": Status.OK.value, "samples": _rebench(state, timing, payload, options)}
             else:
-                runner = build_runner(state.spec, state.bound, payload)
+                runner = _runner_for(state, kind, payload)
+                reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options)
         except BaseException as error:  # noqa: BLE001
-            conn.send({"key": key, "status": classify_exception(error, phase="compile").value,
-                       "error": short_error(error)})
-            continue
-        try:
-            reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, init.timing)
-        except BaseException as error:  # noqa: BLE001
-            status = classify_exception(error, phase="run")
-            conn.send({"key": key, "status": status.value, "error": short_error(error),
+            phase = "compile" if isinstance(error, _BuildError) else "run"
+            cause = error.__cause__ if isinstance(error, _BuildError) and error.__cause__ else error
+            status = classify_exception(cause, phase=phase)
+            conn.send({"key": key, "status": status.value, "error": short_error(cause),
                        "bench_s": time.perf_counter() - started})
             if status is Status.CRASH:
                 os._exit(3)
             continue
         reply.update(key=key, bench_s=time.perf_counter() - started)
         conn.send(reply)
+
+
+class _BuildError(Exception):
+    """Building the callable failed (a compile-phase failure)."""
+
+
+def _runner_for(state: _State, kind: str, payload: Any) -> Callable[[tuple], Any]:
+    try:
+        if kind == "baseline":
+            fn = state.spec.baselines[payload]
+            return lambda inputs: fn(inputs)
+        return build_runner(state.spec, state.bound, payload)
+    except BaseException as error:  # noqa: BLE001
+        raise _BuildError(str(error)) from error
+
+
+def _rebench(state: _State, timing: Any, configs: list[tuple[str, Any]], options: Any) -> dict[str, list[float]]:
+    """Time the configs round-robin, so drift (clocks, temperature) hits all of them alike."""
+    runners = {key: _runner_for(state, "config", native) for key, native in configs}
+    samples: dict[str, list[float]] = {key: [] for key in runners}
+    short = timing.TimingOptions(min_reps=10, max_reps=40, target_ms=20.0, warmup=2,
+                                 graph_below_ms=options.graph_below_ms)
+    for _round in range(REBENCH_ROUNDS):
+        for key, runner in runners.items():
+            samples[key] += timing.time_gpu(lambda: runner(state.inputs), short).samples_ms
+    return samples
+
+
+REBENCH_ROUNDS = 5
+
+
+def _ok(samples: tuple[float, ...], median: float) -> dict[str, Any]:
+    return {"status": Status.OK.value, "median_ms": median, "min_ms": min(samples), "max_ms": max(samples),
+            "repetitions": len(samples), "samples_ms": samples}
 
 
 def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference: Any, tolerance: float,
@@ -141,7 +177,5 @@ def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference
         note = "" if poisoned else " (output memory could not be poisoned)"
         return {"status": Status.WRONG_RESULT.value, "rel_error": error if error != float("inf") else None,
                 "error": f"relative error {error:.3g} over tolerance {tolerance:g}{note}"}
-    result = timing.time_gpu(lambda: runner(inputs), options or timing.TimingOptions())
-    samples = result.samples_ms
-    return {"status": Status.OK.value, "rel_error": error, "median_ms": result.median_ms, "min_ms": min(samples),
-            "max_ms": max(samples), "repetitions": len(samples), "samples_ms": samples, "method": result.method}
+    result = timing.time_gpu(lambda: runner(inputs), options)
+    return {**_ok(result.samples_ms, result.median_ms), "rel_error": error, "method": result.method}

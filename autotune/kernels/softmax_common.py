@@ -25,6 +25,18 @@ def torch_softmax(inputs: Inputs) -> torch.Tensor:
     return torch.softmax(x, dim=-1)
 
 
+_compiled_softmax = None
+
+
+def compiled_softmax(inputs: Inputs) -> torch.Tensor:
+    """torch.compile of the same softmax (inductor generates a Triton kernel); compiled on first call."""
+    global _compiled_softmax
+    if _compiled_softmax is None:
+        _compiled_softmax = torch.compile(lambda x: torch.softmax(x, dim=-1), dynamic=False)
+    (x,) = inputs
+    return _compiled_softmax(x)
+
+
 def bytes_moved(shape: Shape, dtype: torch.dtype) -> int:
     """Each element read once and written once: the floor for a memory-bound softmax."""
     numel = 1

@@ -47,7 +47,7 @@ _COMMON = dict(
     rank=2,
     make_inputs=common.make_inputs,
     reference=common.reference,
-    baselines={"torch.softmax": common.torch_softmax},
+    baselines={"torch.softmax": common.torch_softmax, "torch.compile": common.compiled_softmax},
     bytes_moved=common.bytes_moved,
     flops=common.flops,
 )

@@ -90,7 +90,7 @@ register(KernelSpec(
     rank=2,
     make_inputs=common.make_inputs,
     reference=common.reference,
-    baselines={"torch.softmax": common.torch_softmax},
+    baselines={"torch.softmax": common.torch_softmax, "torch.compile": common.compiled_softmax},
     bytes_moved=common.bytes_moved,
     flops=common.flops,
     triton_space=triton_space,
