@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="seeds evaluated first: comma-separated from default, heuristic, cache")
     tune.add_argument("--resume", type=_positive_int, default=None, metavar="SESSION",
                       help="continue a stopped session: nothing measured is measured again")
+    tune.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                      help="a strategy option, e.g. --option effort=full or --option copies=4 (repeatable)")
     tune.add_argument("--grid", default="", help="grid strategy: comma-separated parameters (default: all)")
     tune.add_argument("--grid-sample", action="store_true", help="grid strategy: sample the grid if over budget")
     tune.add_argument("--generation-size", type=_positive_int, default=None)
@@ -112,10 +114,31 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         replay=args.replay, replay_db=Path(args.replay_db), space=args.space, fresh=args.fresh,
         compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout,
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
-        seed_from=args.seed_from, resume=args.resume,
+        seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
     )
     run_tune(request, console)
     return 0
+
+
+def _parse_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
+    """['effort=full', 'copies=4'] -> (('effort', 'full'), ('copies', 4)): numbers and booleans typed."""
+    options = []
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise UserError(f"--option takes KEY=VALUE, got {item!r}")
+        value: Any = text
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(text)
+                    break
+                except ValueError:
+                    continue
+        options.append((key.strip(), value))
+    return tuple(options)
 
 
 def _open_existing(path: str) -> Cache:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -35,6 +36,7 @@ class TuneRequest:
     grid_sample: bool = False
     seed_from: str = "default"
     resume: int | None = None
+    strategy_options: tuple[tuple[str, Any], ...] = ()
 
 
 def gpu_available() -> bool:
@@ -68,6 +70,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         generation_size=options.get("generation_size"), fresh=options.get("fresh", False),
         grid=tuple(options.get("grid", ())), grid_sample=options.get("grid_sample", False),
         seed_from=options.get("seed_from", "default"),
+        strategy_options=tuple((k, v) for k, v in options.get("strategy_options", {}).items()),
     )
 
 
@@ -100,17 +103,23 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         strategy=request.strategy, seed=request.seed, budget=budget, seconds=request.seconds, fresh=request.fresh,
         generation_size=request.generation_size, mode="replay" if request.replay or not gpu_available() else "gpu",
     )
+    # Build the task and strategy (both may still refuse the request) before any database
+    # is created and before GPU workers are started.
     if settings.mode == "replay":
-        task, evaluator, cache, journal = _replay_parts(request, spec, shape, console)
+        task, cache, make_evaluator, journal_path = _replay_parts(request, spec, shape, console)
     else:
-        task, evaluator, cache, journal = _gpu_parts(request, spec, shape, dtype, console)
+        task, cache, make_evaluator, journal_path = _gpu_parts(request, spec, shape, dtype, console)
+    strategy = _make_strategy(strategy_cls, task, request, budget)
+    seeds = collect_seeds(task, cache, sources)
     from autotune.report import RichReporter, print_outcome
 
+    evaluator = make_evaluator()
     try:
-        strategy = _make_strategy(strategy_cls, task, request, budget)
-        seeds = collect_seeds(task, cache, sources)
+        journal = Cache.open(journal_path, create=True)
+        cache = cache or journal
         options = {"db": str(request.db), "seed_from": request.seed_from, "grid": list(request.grid),
-                   "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds]}
+                   "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
+                   "strategy_options": dict(request.strategy_options)}
         outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume).run()
     finally:
@@ -127,14 +136,16 @@ def run_tune(request: TuneRequest, console: Console) -> None:
 def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget: int | None):
     from autotune.strategies.grid import GridSearch, GridTooLarge
 
-    options = {}
+    options = dict(request.strategy_options)
     if strategy_cls is GridSearch:
-        options = {"names": request.grid or None, "sample": request.grid_sample}
+        options.update(names=request.grid or None, sample=request.grid_sample)
     elif request.grid:
         raise UserError("--grid applies to --strategy grid only")
     try:
         return strategy_cls.from_task(task, seed=request.seed, budget=budget, **options)
     except (GridTooLarge, ValueError) as error:
+        raise UserError(str(error)) from None
+    except TypeError as error:  # an option the strategy does not take
         raise UserError(str(error)) from None
 
 
@@ -144,11 +155,14 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
     task = bind_live(spec, shape, dtype, "cuda", seed=request.seed)
     console.print(f"measuring on {task.identity.device}; space {task.fingerprint} "
                   f"({len(task.space.parameters)} parameters); recording into {request.db}")
-    cache = Cache.open(request.db, create=True)
-    evaluator = GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
-                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
-                             seed=request.seed)
-    return task, evaluator, cache, cache
+    cache = Cache.open(request.db) if request.db.exists() else None  # created once the request is valid
+
+    def make_evaluator() -> GPUEvaluator:
+        return GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
+                            compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
+                            seed=request.seed)
+
+    return task, cache, make_evaluator, request.db
 
 
 def choose_recorded_space(cache: Cache, spec, shape, dtype: str, wanted: str | None) -> SpaceRecord:
@@ -182,8 +196,11 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
     reason = "--replay given" if request.replay else "no GPU on this machine"
     console.print(f"REPLAY ({reason}): {description}")
     task: TuningTask = bind_recorded(spec, record, cache.aliases(record.fingerprint))
-    evaluator = ReplayEvaluator(cache.measurements(record.fingerprint), cache.baselines(fingerprint=record.fingerprint),
-                                description=f"replay of {record.device} data",
-                                rebench=cache.measurements(record.fingerprint, rebench=True))
-    journal = Cache.open(request.replay_db, create=True)
-    return task, evaluator, cache, journal
+
+    def make_evaluator() -> ReplayEvaluator:
+        return ReplayEvaluator(cache.measurements(record.fingerprint),
+                               cache.baselines(fingerprint=record.fingerprint),
+                               description=f"replay of {record.device} data",
+                               rebench=cache.measurements(record.fingerprint, rebench=True))
+
+    return task, cache, make_evaluator, request.replay_db

@@ -11,8 +11,13 @@ import importlib
 from autotune.strategies.base import Observation, Strategy
 
 _REGISTRY: dict[str, tuple[str, str]] = {
+    "gp": ("autotune.strategies.optuna_search", "GPSearch"),
     "grid": ("autotune.strategies.grid", "GridSearch"),
+    "helion-lfbo": ("autotune.strategies.helion_search", "HelionLFBOSearch"),
+    "helion-pattern": ("autotune.strategies.helion_search", "HelionPatternSearch"),
+    "pattern": ("autotune.strategies.pattern", "PatternSearch"),
     "random": ("autotune.strategies.random_search", "RandomSearch"),
+    "tpe": ("autotune.strategies.optuna_search", "TPESearch"),
 }
 
 

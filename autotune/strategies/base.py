@@ -28,6 +28,11 @@ class Strategy(ABC):
     name: ClassVar[str] = "abstract"
     #: Default number of configs per generation (one `ask`).
     generation_size: ClassVar[int] = 16
+    #: True when the strategy keeps proposing until the space is exhausted (random, grid,
+    #: model-based); False when it stops once it has converged (pattern searches).
+    exhaustive: ClassVar[bool] = True
+    #: True when it needs the kernel bound on this machine (Helion's own searches).
+    needs_bound_kernel: ClassVar[bool] = False
 
     def __init__(self, space: SearchSpace, seed: int = 0, **options: Any) -> None:
         if options:

@@ -23,6 +23,7 @@ from search_spaces.space import SearchSpace, params_key
 class PatternSearch(Strategy):
     name = "pattern"
     generation_size = 64
+    exhaustive = False
 
     def __init__(self, space: SearchSpace, seed: int = 0, *, initial_population: int = 16, copies: int = 2,
                  max_generations: int = 20, min_improvement: float = 0.001, max_neighbours: int | None = 24,
