@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--db", default="cache.db")
     parser.add_argument("--out", default="runs")
-    parser.add_argument("--strategies", default="random,pattern,tpe")
+    parser.add_argument("--strategies", default="random,pattern,tpe,helion-lfbo")
     parser.add_argument("--budget", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -121,8 +121,12 @@ def main() -> None:
         for name in args.strategies.split(","):
             strategy = get_strategy(name).from_task(task, seed=args.seed, budget=args.budget)
             settings = SessionSettings(name, args.seed, args.budget, seconds=args.seconds, mode="gpu")
-            outcome = Session(task, evaluator, strategy, settings, cache, reporter=RichReporter(console),
-                              options={"experiment": "strategies_vs_helion"}, seeds=seeds).run()
+            try:
+                outcome = Session(task, evaluator, strategy, settings, cache, reporter=RichReporter(console),
+                                  options={"experiment": "strategies_vs_helion"}, seeds=seeds).run()
+            except Exception as error:  # one contender failing must not lose the others' results
+                console.print(f"{name} failed: {type(error).__name__}: {error}")
+                continue
             rows[name] = {"session": outcome.session_id, "wall_s": outcome.wall_s, "configs": outcome.evaluations,
                           "final_ms": outcome.best[1].median_ms if outcome.best else None,
                           "timeline": session_timeline(cache, outcome.session_id)}
