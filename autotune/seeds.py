@@ -1,8 +1,8 @@
 """Seed configs evaluated before a strategy's own proposals (`--seed-from`).
 
 * `default`: the compiler's default config (always evaluated; named for clarity);
-* `heuristic`: the seeds the kernel's ConfigSpec offers (Helion's compiler seeds, recorded
-  with the space) and, once they exist, the rules in `heuristics/`;
+* `heuristic`: the rules in `heuristics/` and the seeds the kernel's ConfigSpec offers
+  (Helion's compiler seeds, recorded with the space);
 * `cache`: the fastest configs already recorded for the nearest shape of the same kernel
   and dtype (same kernel source), translated into this task's space where they fit.
 """
@@ -34,6 +34,9 @@ def collect_seeds(task: TuningTask, cache: Cache | None, sources: Sequence[str])
     seeds: list[tuple[str, Params]] = []
     for source in sources:
         if source == "heuristic":
+            from heuristics import seeds_for
+
+            seeds += [("heuristic", seed.params) for seed in seeds_for(task)]
             natives = task.space.extras.get("compiler_seeds", [])
             seeds += [("heuristic", p) for p in _points(task, natives)]
         elif source == "cache" and cache is not None:

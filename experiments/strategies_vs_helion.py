@@ -1,6 +1,6 @@
 """Our strategies against Helion's own quick autotune, on the Helion softmax (GPU machine).
 
-For one shape, in one process:
+For each shape, in one process:
 1. Helion's quick autotune runs natively (`autotune_effort="quick"`), timed wall-clock,
    with its per-config log (timestamps, times) written beside the report;
 2. its final config is re-timed in our harness, so every figure uses one timer;
@@ -9,7 +9,7 @@ For one shape, in one process:
 Reported per contender: wall seconds and configs until within 2% of the best time seen by
 anyone in the run, the final best (GB/s), and the ratio to torch.softmax.
 
-    python -m experiments.strategies_vs_helion --shape 4096x32000 --db cache.db --out runs/
+    python -m experiments.strategies_vs_helion --shapes 4096x32000,1024x50257 --db cache.db --out runs/
 """
 
 from __future__ import annotations
@@ -69,17 +69,23 @@ def session_timeline(cache: Any, session_id: int) -> list[tuple[float, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shape", required=True)
+    parser.add_argument("--shapes", default="4096x32000,1024x50257", help="comma-separated shapes, run in turn")
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--db", default="cache.db")
     parser.add_argument("--out", default="runs")
     parser.add_argument("--strategies", default="random,pattern,tpe,helion-lfbo")
     parser.add_argument("--budget", type=int, default=64)
-    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--compile-timeout", type=float, default=15.0)
+    parser.add_argument("--seed-from", default="heuristic", help="seed sources for our strategies")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-helion", action="store_true")
     args = parser.parse_args()
+    for shape in args.shapes.split(","):
+        run_shape(shape.strip(), args)
 
+
+def run_shape(shape_text: str, args: argparse.Namespace) -> None:
     from rich.console import Console
 
     from autotune.cache import Cache
@@ -93,10 +99,10 @@ def main() -> None:
 
     console = Console(width=150)
     spec = get_kernel("softmax")
-    shape, dtype = parse_shape(args.shape, 2), parse_dtype(args.dtype)
+    shape, dtype = parse_shape(shape_text, 2), parse_dtype(args.dtype)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    label = f"softmax_{args.shape}_{args.dtype}"
+    label = f"softmax_{shape_text}_{args.dtype}"
 
     helion = None if args.skip_helion else helion_quick(shape, dtype, out / f"{label}_helion_quick")
     if helion:
@@ -105,7 +111,8 @@ def main() -> None:
     cache = Cache.open(args.db, create=True)
     task = bind_live(spec, shape, dtype, "cuda", seed=0)
     started = time.time()
-    evaluator = GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device, compile_timeout_s=30)
+    evaluator = GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
+                             compile_timeout_s=args.compile_timeout)
     startup_s = time.time() - started
     rows: dict[str, dict[str, Any]] = {}
     try:
@@ -117,7 +124,7 @@ def main() -> None:
                 helion["final_ms"] = final.median_ms if final else None
             except ValueError as error:  # InvalidConfig: not a point of our space
                 console.print(f"Helion's final config could not be re-timed here: {error}")
-        seeds = collect_seeds(task, None, ["heuristic"])
+        seeds = collect_seeds(task, None, [s for s in args.seed_from.split(",") if s])
         for name in args.strategies.split(","):
             strategy = get_strategy(name).from_task(task, seed=args.seed, budget=args.budget)
             settings = SessionSettings(name, args.seed, args.budget, seconds=args.seconds, mode="gpu")
@@ -140,11 +147,12 @@ def main() -> None:
         finals.append(helion["final_ms"])
     best_ms = min(finals)
     nbytes = task.bytes_moved()
-    lines = [f"# Strategies vs Helion quick: softmax {args.shape} {args.dtype} on {task.identity.device}", "",
+    lines = [f"# Strategies vs Helion quick: softmax {shape_text} {args.dtype} on {task.identity.device}", "",
              f"Best time seen by anyone: {best_ms:.4f} ms ({gbps(nbytes, best_ms):.0f} GB/s); torch.softmax "
              f"{torch_ms:.4f} ms ({gbps(nbytes, torch_ms):.0f} GB/s); device copy "
              f"{baselines['device copy'].median_ms:.4f} ms; our evaluator's start-up {startup_s:.1f} s "
-             f"(not in the session times). Budget per strategy: {args.budget} configs or {args.seconds:g} s.", "",
+             f"(not in the session times). Budget per strategy: {args.budget} configs or {args.seconds:g} s; "
+             f"our strategies start from seeds: {args.seed_from or 'none'} (the default config is always first).", "",
              "| contender | wall s | configs | s to 2% | configs to 2% | final ms | final GB/s | vs torch.softmax |",
              "|---|---|---|---|---|---|---|---|"]
     contenders = list(rows.items())
