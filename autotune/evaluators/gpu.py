@@ -38,20 +38,41 @@ class _Worker:
         self.process: Any = None
         self.conn: Connection | None = None
         self.ready = False
+        self.started_at = 0.0
 
     def start(self) -> None:
         parent, child = self._ctx.Pipe()
         self.process = self._ctx.Process(target=self._target, args=(child, self._init), name=self.name, daemon=True)
         self.process.start()
         child.close()
-        self.conn, self.ready = parent, False
+        self.conn, self.ready, self.started_at = parent, False, time.monotonic()
+
+    def restart(self) -> None:
+        """Replace the process; the new one boots in the background."""
+        self.kill()
+        self.start()
+
+    def poll_ready(self) -> bool:
+        """Non-blocking: True once the worker has reported ready; raises if its set-up failed."""
+        if self.ready:
+            return True
+        if self.conn is None or not self.alive() and not self.conn.poll(0):
+            code = self.process.exitcode if self.process else None
+            self.kill()
+            raise WorkerSetupError(f"{self.name} died while starting (exit code {code})")
+        if not self.conn.poll(0):
+            if time.monotonic() - self.started_at > SETUP_TIMEOUT_S:
+                self.kill()
+                raise WorkerSetupError(f"{self.name} did not start within {SETUP_TIMEOUT_S:.0f} s")
+            return False
+        self.wait_ready(0)
+        return True
 
     def wait_ready(self, timeout: float = SETUP_TIMEOUT_S) -> None:
-        if not self.alive():
-            self.kill()
-            self.start()
-        if self.ready:
+        if self.ready and self.alive():
             return
+        if not self.alive() and not (self.conn is not None and self.conn.poll(0)):
+            self.restart()
         assert self.conn is not None
         if not self.conn.poll(timeout):
             self.kill()
@@ -99,7 +120,8 @@ class GPUEvaluator:
     def __init__(self, kernel: str, shape: tuple[int, ...], dtype: str, *, device_name: str,
                  compile_workers: int | None = None, compile_timeout_s: float = 60.0,
                  run_timeout_s: float = 30.0, bench_timeout_s: float = 60.0, seed: int = 0,
-                 timing: TimingOptions = TimingOptions()) -> None:
+                 timing: TimingOptions = TimingOptions(), compile_target: Callable = compile_worker_main,
+                 bench_target: Callable = bench_worker_main) -> None:
         self.description = f"measuring on {device_name}"
         self.compile_timeout_s = compile_timeout_s
         self.run_timeout_s = run_timeout_s
@@ -107,8 +129,9 @@ class GPUEvaluator:
         ctx = multiprocessing.get_context("spawn")
         init = WorkerInit(kernel=kernel, shape=tuple(shape), dtype=dtype, seed=seed, timing=timing)
         count = compile_workers or max(1, min(16, (os.cpu_count() or 2) - 1))
-        self._compilers = [_Worker(ctx, compile_worker_main, init, f"compile-{i}") for i in range(count)]
-        self._bench = _Worker(ctx, bench_worker_main, init, "bench")
+        # The targets are parameters so tests can drive this orchestration with fake workers.
+        self._compilers = [_Worker(ctx, compile_target, init, f"compile-{i}") for i in range(count)]
+        self._bench = _Worker(ctx, bench_target, init, "bench")
         for worker in [*self._compilers, self._bench]:
             worker.start()  # they import torch and bind in parallel
         self._bench.wait_ready()
@@ -164,39 +187,54 @@ class GPUEvaluator:
             yield from self._compile_loop(pending, busy)
         finally:  # the caller stopped early (time budget, Ctrl-C): workers mid-job hold stale replies
             for index in busy:
-                self._compilers[index].kill()
+                self._compilers[index].restart()
 
     def _compile_loop(self, pending: list[Candidate], busy: dict[int, dict[str, Any]]
                       ) -> Iterator[Result | tuple[Candidate, float]]:
+        """Dispatch to ready workers; never block on one that is (re)booting."""
+        setup_failures: list[str] = []
         while pending or busy:
+            booting = []
             for index, worker in enumerate(self._compilers):
-                if index in busy or not pending:
+                if index in busy:
                     continue
+                if worker.process is None:
+                    worker.start()
                 try:
-                    worker.wait_ready()
+                    ready = worker.poll_ready()
                 except WorkerSetupError as error:
-                    candidate = pending.pop()
-                    yield Result(key=candidate.key, status=Status.CRASH, error=str(error))
+                    setup_failures.append(str(error))
+                    if len(setup_failures) >= 2 * len(self._compilers):  # the kernel cannot be set up at all
+                        while pending:
+                            yield Result(key=pending.pop().key, status=Status.CRASH, error=setup_failures[-1])
+                        return
+                    worker.start()
+                    ready = False
+                if not ready:
+                    booting.append(worker.conn)
+                    continue
+                if not pending:
                     continue
                 candidate = pending.pop()
                 try:
                     worker.conn.send((candidate.key, dict(candidate.native)))
                 except OSError:  # it died while idle: replace it and retry the candidate
-                    worker.kill()
+                    worker.restart()
                     pending.append(candidate)
                     continue
                 busy[index] = {"candidate": candidate, "stage": "compile", "compile_s": None,
                                "started": time.monotonic(), "deadline": time.monotonic() + self.compile_timeout_s}
-            if not busy:
+            if not busy and not booting:
                 continue
-            timeout = max(0.0, min(job["deadline"] for job in busy.values()) - time.monotonic())
-            ready = wait([self._compilers[i].conn for i in busy], timeout=timeout)
-            for index in [i for i in list(busy) if self._compilers[i].conn in ready]:
+            deadlines = [job["deadline"] for job in busy.values()]
+            timeout = max(0.0, min([*deadlines, time.monotonic() + 1.0]) - time.monotonic())
+            ready_conns = wait([self._compilers[i].conn for i in busy] + [c for c in booting if c], timeout=timeout)
+            for index in [i for i in list(busy) if self._compilers[i].conn in ready_conns]:
                 yield from self._on_message(index, busy)
             now = time.monotonic()
             for index in [i for i, job in busy.items() if job["deadline"] <= now]:
                 job = busy.pop(index)
-                self._compilers[index].kill()
+                self._compilers[index].restart()
                 status = Status.COMPILE_TIMEOUT if job["stage"] == "compile" else Status.RUN_TIMEOUT
                 limit = self.compile_timeout_s if job["stage"] == "compile" else self.run_timeout_s
                 yield Result(key=job["candidate"].key, status=status, compile_s=job["compile_s"],
@@ -209,7 +247,7 @@ class GPUEvaluator:
         except (EOFError, OSError):
             busy.pop(index)
             code = worker.process.exitcode if worker.process else None
-            worker.kill()
+            worker.restart()
             yield Result(key=job["candidate"].key, status=Status.CRASH, compile_s=job["compile_s"],
                          error=f"worker process died during {job['stage']} (exit code {code})")
             return
@@ -223,7 +261,7 @@ class GPUEvaluator:
             busy.pop(index)
             _, key, status, error, seconds = message
             if not worker.alive() or Status(status) is Status.CRASH:
-                worker.kill()
+                worker.restart()
             yield Result(key=key, status=Status(status), error=error, compile_s=seconds)
 
     # -- phase 2: one-by-one accuracy check and timing ---------------------------------------
@@ -236,18 +274,18 @@ class GPUEvaluator:
         started = time.monotonic()
         self._bench.conn.send(request)
         if not self._bench.conn.poll(timeout_s):
-            self._bench.kill()
+            self._bench.restart()
             return {"status": Status.RUN_TIMEOUT.value, "bench_s": time.monotonic() - started,
                     "error": f"benchmark did not finish within {timeout_s:g} s; worker killed"}
         try:
             reply = self._bench.conn.recv()
         except (EOFError, OSError):
             code = self._bench.process.exitcode if self._bench.process else None
-            self._bench.kill()
+            self._bench.restart()
             return {"status": Status.CRASH.value, "bench_s": time.monotonic() - started,
                     "error": f"benchmark process died (exit code {code})"}
         if not self._bench.alive():
-            self._bench.kill()
+            self._bench.restart()
         return reply
 
     def _bench_one(self, request: tuple[str, str, Any], compile_s: float | None,
