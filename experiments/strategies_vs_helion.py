@@ -162,8 +162,9 @@ def run_shape(shape_text: str, args: argparse.Namespace) -> None:
         seconds, count = time_to_within(row["timeline"], best_ms)
         final = row["final_ms"]
         lines.append(
-            f"| {name} | {row['wall_s']:.1f} | {row['configs']} | {seconds if seconds is None else round(seconds, 1)} "
-            f"| {count} | {final:.4f} | {gbps(nbytes, final):.0f} | {torch_ms / final:.3f} |" if final else
+            f"| {name} | {row['wall_s']:.1f} | {row['configs']} | {'-' if seconds is None else round(seconds, 1)} "
+            f"| {'-' if count is None else count} | {final:.4f} | {gbps(nbytes, final):.0f} | {torch_ms / final:.3f} |"
+            if final else
             f"| {name} | {row['wall_s']:.1f} | {row['configs']} | - | - | - | - | - |")
     report = "\n".join(lines) + "\n"
     (out / f"{label}_strategies_vs_helion.md").write_text(report)
