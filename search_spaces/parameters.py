@@ -82,23 +82,19 @@ def _same(a: JsonValue, b: JsonValue) -> bool:
 
 
 @dataclass(frozen=True)
-class PowerOfTwo(Parameter):
-    """Powers of two from `low` to `high` (block sizes, warps, multipliers)."""
+class _IntegerRange(Parameter):
+    """Integers between `low` and `high`; subclasses say which ones (`values`)."""
 
     low: int = 1
     high: int = 1
     default_value: int = 1
-    kind: ClassVar[str] = "power_of_two"
 
     def __post_init__(self) -> None:
-        if not (_is_power_of_two(self.low) and _is_power_of_two(self.high)) or self.low > self.high:
-            raise ValueError(f"{self.name}: bad power-of-two range [{self.low}, {self.high}]")
-        if not self.low <= self.default_value <= self.high or not _is_power_of_two(self.default_value):
-            raise ValueError(f"{self.name}: default {self.default_value} is not a power of two in "
+        if self.low > self.high:
+            raise ValueError(f"{self.name}: empty range [{self.low}, {self.high}]")
+        if self.default_value not in self.values():
+            raise ValueError(f"{self.name}: default {self.default_value} is not one of the values in "
                              f"[{self.low}, {self.high}]")
-
-    def values(self) -> list[int]:
-        return [2**e for e in range(int(math.log2(self.low)), int(math.log2(self.high)) + 1)]
 
     @property
     def default(self) -> int:
@@ -109,7 +105,22 @@ class PowerOfTwo(Parameter):
 
 
 @dataclass(frozen=True)
-class Integer(Parameter):
+class PowerOfTwo(_IntegerRange):
+    """Powers of two from `low` to `high` (block sizes, warps, multipliers)."""
+
+    kind: ClassVar[str] = "power_of_two"
+
+    def __post_init__(self) -> None:
+        if not (_is_power_of_two(self.low) and _is_power_of_two(self.high)):
+            raise ValueError(f"{self.name}: bad power-of-two range [{self.low}, {self.high}]")
+        super().__post_init__()
+
+    def values(self) -> list[int]:
+        return [2**e for e in range(int(math.log2(self.low)), int(math.log2(self.high)) + 1)]
+
+
+@dataclass(frozen=True)
+class Integer(_IntegerRange):
     """Every integer from `low` to `high` inclusive (unroll factors, stages)."""
 
     low: int = 0
@@ -117,21 +128,8 @@ class Integer(Parameter):
     default_value: int = 0
     kind: ClassVar[str] = "integer"
 
-    def __post_init__(self) -> None:
-        if self.low > self.high:
-            raise ValueError(f"{self.name}: empty integer range [{self.low}, {self.high}]")
-        if not self.low <= self.default_value <= self.high:
-            raise ValueError(f"{self.name}: default {self.default_value} outside [{self.low}, {self.high}]")
-
     def values(self) -> list[int]:
         return list(range(self.low, self.high + 1))
-
-    @property
-    def default(self) -> int:
-        return self.default_value
-
-    def to_dict(self) -> dict[str, JsonValue]:
-        return {"name": self.name, "kind": self.kind, "low": self.low, "high": self.high, "default": self.default_value}
 
 
 @dataclass(frozen=True)

@@ -51,3 +51,14 @@ def flops(shape: Shape) -> int:
     for d in shape:
         numel *= d
     return 5 * numel
+
+
+# The registry fields every softmax kernel shares (inputs, reference, baselines, accounting).
+SPEC_FIELDS = dict(
+    rank=2,
+    make_inputs=make_inputs,
+    reference=reference,
+    baselines={"torch.softmax": torch_softmax, "torch.compile": compiled_softmax},
+    bytes_moved=bytes_moved,
+    flops=flops,
+)

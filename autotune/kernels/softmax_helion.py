@@ -42,22 +42,13 @@ def softmax_online(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-_COMMON = dict(
-    family="helion",
-    rank=2,
-    make_inputs=common.make_inputs,
-    reference=common.reference,
-    baselines={"torch.softmax": common.torch_softmax, "torch.compile": common.compiled_softmax},
-    bytes_moved=common.bytes_moved,
-    flops=common.flops,
-)
-
 register(KernelSpec(
     name="softmax",
     description="Helion softmax over the last axis, whole rows per tile: softmax(x[tile, :])",
     helion_kernel=softmax_rows,
     source_objects=(softmax_rows,),
-    **_COMMON,
+    family="helion",
+    **common.SPEC_FIELDS,
 ))
 
 register(KernelSpec(
@@ -65,5 +56,6 @@ register(KernelSpec(
     description="Helion online softmax, looped two-pass form (running max and rescaled sum, then a write pass)",
     helion_kernel=softmax_online,
     source_objects=(softmax_online,),
-    **_COMMON,
+    family="helion",
+    **common.SPEC_FIELDS,
 ))
