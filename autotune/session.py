@@ -111,6 +111,7 @@ class Session:
         self.candidates: dict[str, Candidate] = {}
         self.resume_session = resume_session
         self.recorded: dict[str, Result] = {}  # a resumed session's rows, answered without measuring
+        self.final_rows = 0  # re-benchmark rows already recorded for this session
 
     # -- the loop ---------------------------------------------------------------------
     def run(self) -> SessionOutcome:
@@ -118,8 +119,9 @@ class Session:
         self.journal.put_space(task.identity)
         if self.resume_session is not None:
             self.session_id = self.resume_session
-            self.recorded = {row.candidate.key: row.result for row in self.journal.session_evaluations(self.session_id)
-                             if row.generation >= 0}
+            rows = self.journal.session_evaluations(self.session_id)
+            self.recorded = {row.candidate.key: row.result for row in rows if row.generation >= 0}
+            self.final_rows = sum(row.generation < 0 for row in rows)  # a re-benchmark cut short
             self.journal.reopen_session(self.session_id)
         else:
             self.session_id = self.journal.start_session(
@@ -145,6 +147,9 @@ class Session:
             exit_reason = reason
         except KeyboardInterrupt:
             exit_reason = "interrupted"
+            raise
+        except Exception as error:  # recorded, so `autotune sessions` says why it stopped
+            exit_reason = f"error: {type(error).__name__}"
             raise
         finally:
             best_key = self.best[0].key if self.best else None
@@ -176,7 +181,7 @@ class Session:
         self.reporter.generation_started(-1, len(keys))
         results = rebenchmark([self.candidates[k] for k in keys])
         source = Source.MEASURED if self.settings.mode == "gpu" else Source.REPLAYED
-        for ordinal, key in enumerate(keys):
+        for ordinal, key in enumerate(keys, start=self.final_rows):
             if key in results:
                 result = replace(results[key], source=source, rel_error=self.seen[key].rel_error)
                 results[key] = result

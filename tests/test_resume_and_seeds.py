@@ -126,3 +126,40 @@ def test_heuristic_seeds_come_from_the_recorded_compiler_seeds(triton_task):
     task = dataclasses.replace(triton_task, space=space)
     seeds = collect_seeds(task, None, ["heuristic"])
     assert seeds == [("heuristic", {"BLOCK_SIZE": 256, "num_warps": 2, "num_stages": 1})]
+
+
+def test_a_session_stopped_in_its_final_rebenchmark_resumes(triton_task, tmp_path):
+    class Rebenchmarking(FakeEvaluator):
+        def __init__(self, cost, fail: bool) -> None:
+            super().__init__(cost)
+            self.fail = fail
+
+        def rebenchmark(self, candidates):
+            if self.fail:
+                raise KeyboardInterrupt
+            return {c.key: r for c in candidates for r in self.evaluate([c])}
+
+    db = Cache.open(tmp_path / "t.db", create=True)
+    evaluator = Rebenchmarking(hashed_cost, fail=True)
+    with pytest.raises(KeyboardInterrupt):
+        _session(triton_task, db, evaluator, "random").run()
+    first = {r.candidate.key for r in db.session_evaluations(1)}
+    # a row of the cut-short re-benchmark, as if one result had been written before the kill
+    row = db.session_evaluations(1)[0]
+    db.record(1, triton_task.fingerprint, -1, 0, row.candidate, row.result)
+    outcome = _session(triton_task, db, Rebenchmarking(hashed_cost, fail=False), "random", resume=1).run()
+    final = [r for r in db.session_evaluations(1) if r.generation < 0]
+    assert len(final) == 1 + len(outcome.rebenchmarked) and outcome.rebenchmarked
+    assert {r.candidate.key for r in db.session_evaluations(1) if r.generation >= 0} == first
+    assert db.session(1)["exit_reason"] == "budget"
+
+
+def test_an_error_inside_a_session_is_recorded_as_its_exit_reason(triton_task, tmp_path):
+    class Broken(FakeEvaluator):
+        def evaluate(self, candidates):
+            raise RuntimeError("device lost")
+
+    db = Cache.open(tmp_path / "t.db", create=True)
+    with pytest.raises(RuntimeError):
+        _session(triton_task, db, Broken(hashed_cost), "random").run()
+    assert db.session(1)["exit_reason"] == "error: RuntimeError"
