@@ -208,7 +208,7 @@ class GPUEvaluator:
                         while pending:
                             yield Result(key=pending.pop().key, status=Status.CRASH, error=setup_failures[-1])
                         return
-                    worker.start()
+                    worker.restart()
                     ready = False
                 if not ready:
                     booting.append(worker.conn)
