@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -10,7 +10,7 @@ from rich.table import Table
 
 from autotune.session import GenerationSummary, SessionOutcome, SessionSettings
 from autotune.task import TuningTask
-from autotune.types import Candidate, Result, Status
+from autotune.types import Candidate, Result
 
 
 def gbps(bytes_moved: int, ms: float | None) -> float | None:
@@ -116,13 +116,6 @@ def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome, d
         console.print(f"export it: autotune export {outcome.session_id} --db {db} --format python")
 
 
-def status_counts_text(results: Iterable[Result]) -> str:
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[result.status.value] = counts.get(result.status.value, 0) + 1
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
-
-
 def sessions_table(sessions: list[dict[str, Any]]) -> Table:
     table = Table(title="sessions")
     for column in ("id", "kernel", "shape", "dtype", "strategy", "seed", "mode", "evals", "failed", "exit",
@@ -134,6 +127,3 @@ def sessions_table(sessions: list[dict[str, Any]]) -> Table:
                       str(s["seed"]), s["mode"], str(s["evaluations"]), str(s["failures"]), s["exit_reason"] or "running?",
                       s["device"], f"{v.get('torch')}/{v.get('triton')}/{v.get('helion')}", s["space_fingerprint"][:12])
     return table
-
-
-__all__ = ["RichReporter", "Status", "comparison_table", "gbps", "print_outcome", "sessions_table", "timeline_line"]

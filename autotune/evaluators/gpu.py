@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import statistics
 import time
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterator, Sequence
 
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main
-from autotune.evaluators.timing import TimingOptions
+from autotune.evaluators.timing import Timing, TimingOptions
 from autotune.types import Candidate, Result, Status
 
 SETUP_TIMEOUT_S = 300.0
@@ -167,7 +166,7 @@ class GPUEvaluator:
             return {}
         results = {}
         for key, samples in reply["samples"].items():
-            results[key] = Result(key=key, status=Status.OK, median_ms=statistics.median(samples),
+            results[key] = Result(key=key, status=Status.OK, median_ms=Timing(tuple(samples), "rebench").median_ms,
                                   min_ms=min(samples), max_ms=max(samples), repetitions=len(samples),
                                   samples_ms=tuple(samples))
         return results

@@ -114,8 +114,8 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
         started = time.perf_counter()
         try:
             if kind == "copy":  # the bandwidth reference: a device-to-device copy of the input
-                samples = timing.time_gpu(lambda: state.inputs[0].clone(), options).samples_ms
-                reply = _ok(samples, timing.Timing(samples, "events").median_ms)
+                copy = timing.time_gpu(lambda: state.inputs[0].clone(), options)
+                reply = _ok(copy.samples_ms, copy.median_ms)
             elif kind == "rebench":
                 reply = {"status": Status.OK.value, "samples": _rebench(state, timing, payload, options)}
             else:

@@ -12,6 +12,7 @@ unwritten element never passes (the output memory is poisoned with NaN before th
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,9 +40,7 @@ class Timing:
 
     @property
     def median_ms(self) -> float:
-        ordered = sorted(self.samples_ms)
-        n = len(ordered)
-        return ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+        return statistics.median(self.samples_ms)
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
