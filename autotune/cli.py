@@ -89,7 +89,29 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--format", choices=("python", "json"), default="python")
         if name == "sessions":
             sub.add_argument("--limit", type=_positive_int, default=50)
+    for module in _command_modules():
+        module.add_parser(commands)
     return parser
+
+
+# Commands that live in their own module (autotune/commands/<name>.py): each module has
+# `NAME`, `add_parser(subparsers)` and `run(args, console) -> int`.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _command_modules() -> list[Any]:
+    import importlib
+
+    return [importlib.import_module(f"autotune.commands.{name}") for name in COMMAND_MODULES]
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts (budgets, repeats): one clear line for anything else."""
+    return _positive_int(text)
+
+
+def positive_float(text: str) -> float:
+    return _positive_float(text)
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -193,8 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UserError("no command given (try: autotune kernels, tune, sessions, show, export)")
-        return COMMANDS[args.command](args, console)
+            raise UserError("no command given (try: autotune kernels, tune, sessions, show, export, simulate)")
+        if args.command in COMMANDS:
+            return COMMANDS[args.command](args, console)
+        module = next(m for m in _command_modules() if m.NAME == args.command)
+        return module.run(args, console)
     except (UserError, CacheError) as error:
         print(f"autotune: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from search_spaces.parameters import JsonValue, Parameter, _same, parameter_from_dict
@@ -94,6 +94,11 @@ class SearchSpace:
     `family` says which codec turns points into compiler configs ("helion" or "triton");
     `default` is the point the compiler itself would pick (Helion's default config on the
     machine the space was taken from), kept because it differs between machines.
+
+    `members`, when given, makes the space finite: only those points are valid.  That is
+    how a recorded space is searched in simulation (the oracle can answer only what was
+    measured) and how a tuning space recorded by others, whose validity rules we do not
+    have, is represented: its valid points are the ones it lists.
     """
 
     kernel: str
@@ -102,11 +107,29 @@ class SearchSpace:
     default: Params
     constraints: tuple[Constraint, ...] = ()
     extras: Mapping[str, JsonValue] = field(default_factory=dict)
+    members: tuple[Params, ...] | None = None
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.parameters]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate parameter names in space for {self.kernel}")
+        if self.members is not None:
+            ordered = tuple({n: m[n] for n in names} for m in self.members)
+            object.__setattr__(self, "members", ordered)
+            object.__setattr__(self, "_member_keys", frozenset(params_key(m) for m in ordered))
+
+    def restricted_to(self, points: Iterable[Mapping[str, JsonValue]]) -> "SearchSpace":
+        """The same space with only `points` valid (deduplicated, first occurrence order)."""
+        unique: dict[str, Params] = {}
+        for point in points:
+            unique.setdefault(params_key(self.ordered(point)), self.ordered(point))
+        if not unique:
+            raise InvalidConfig(f"a finite space for {self.kernel} needs at least one point")
+        return replace(self, members=tuple(unique.values()))
+
+    def is_member(self, params: Mapping[str, JsonValue]) -> bool:
+        """True when the space is unrestricted or `params` is one of its listed points."""
+        return self.members is None or params_key(self.ordered(params)) in self._member_keys
 
     # -- structure -------------------------------------------------------------
     @property
@@ -120,7 +143,9 @@ class SearchSpace:
         raise KeyError(name)
 
     def cardinality(self) -> int:
-        """Size of the raw product of all parameters (before constraints and normalisation)."""
+        """Points in a finite space; else the raw product of all parameters (before constraints)."""
+        if self.members is not None:
+            return len(self.members)
         size = 1
         for p in self.parameters:
             size *= p.cardinality()
@@ -140,6 +165,8 @@ class SearchSpace:
                 problems.append(f"{p.name}={params[p.name]!r} is not one of {p.values()[:12]!r}")
         if not problems:
             problems += [v for c in self.constraints if (v := c.violation(params)) is not None]
+        if not problems and not self.is_member(params):
+            problems.append("not one of the points of this finite (recorded) space")
         return problems
 
     def validate(self, params: Mapping[str, JsonValue]) -> Params:
@@ -160,7 +187,9 @@ class SearchSpace:
 
     # -- operations strategies use ---------------------------------------------------
     def sample(self, rng: random.Random, max_tries: int = 1000) -> Params:
-        """A uniformly random point that satisfies the constraints (rejection sampling)."""
+        """A uniformly random valid point (a listed member, or by rejection sampling)."""
+        if self.members is not None:
+            return dict(rng.choice(self.members))
         for _ in range(max_tries):
             params = {p.name: p.sample(rng) for p in self.parameters}
             if not any(c.violation(params) for c in self.constraints):
@@ -173,7 +202,7 @@ class SearchSpace:
         for p in self.parameters:
             for value in p.neighbours(params[p.name], radius):
                 candidate = {**params, p.name: value}
-                if not any(c.violation(candidate) for c in self.constraints):
+                if not any(c.violation(candidate) for c in self.constraints) and self.is_member(candidate):
                     result.append(self.ordered(candidate))
         return result
 
@@ -183,7 +212,7 @@ class SearchSpace:
 
     # -- serialisation -----------------------------------------------------------
     def to_dict(self) -> dict[str, JsonValue]:
-        return {
+        data: dict[str, JsonValue] = {
             "kernel": self.kernel,
             "family": self.family,
             "parameters": [p.to_dict() for p in self.parameters],
@@ -191,6 +220,9 @@ class SearchSpace:
             "default": self.default,
             "extras": dict(self.extras),
         }
+        if self.members is not None:  # only then, so unrestricted spaces keep their fingerprints
+            data["members"] = [dict(m) for m in self.members]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, JsonValue]) -> "SearchSpace":
@@ -201,6 +233,7 @@ class SearchSpace:
             constraints=tuple(constraint_from_dict(c) for c in data.get("constraints", [])),
             default=dict(data["default"]),
             extras=dict(data.get("extras", {})),
+            members=tuple(dict(m) for m in data["members"]) if data.get("members") is not None else None,
         )
 
     def definition_hash(self) -> str:
@@ -222,6 +255,15 @@ def iter_grid(space: SearchSpace, names: Iterable[str]) -> Iterable[Params]:
     import itertools
 
     names = list(names)
+    if space.members is not None:  # a finite space is its own grid, in its listed order
+        seen: set[str] = set()
+        for member in space.members:
+            point = space.ordered({**space.default, **{n: member[n] for n in names}})
+            key = params_key(point)
+            if key not in seen and not space.violations(point):
+                seen.add(key)
+                yield point
+        return
     axes = [space.parameter(n).values() for n in names]
     for combo in itertools.product(*axes):
         params = {**space.default, **dict(zip(names, combo))}

@@ -38,7 +38,7 @@ class GridSearch(Strategy):
             raise ValueError(f"grid over unknown parameter(s): {', '.join(unknown)}")
         axes = [space.parameter(n).values() for n in self.names]
         combinations = math.prod(len(a) for a in axes)
-        if combinations <= MAX_ENUMERATED:
+        if combinations <= MAX_ENUMERATED or space.members is not None:
             self.points = list(iter_grid(space, self.names))
             if budget is not None and len(self.points) > budget:
                 if not sample:
