@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--fresh", action="store_true", help="measure again even configs already recorded")
     tune.add_argument("--compile-workers", type=_positive_int, default=None)
     tune.add_argument("--compile-timeout", type=_positive_float, default=60.0)
+    tune.add_argument("--timing-ms", type=_positive_float, default=250.0,
+                      help="GPU time spent timing each config (min 10 runs, max 200); lower it to record large "
+                           "samples faster, at the price of noisier medians")
 
     for name, text in (("sessions", "list recorded sessions"), ("show", "a session's timeline and best"),
                        ("export", "a session's best config as code or JSON")):
@@ -137,6 +140,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout,
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
         seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
+        timing_target_ms=args.timing_ms,
     )
     run_tune(request, console)
     return 0

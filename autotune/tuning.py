@@ -37,6 +37,7 @@ class TuneRequest:
     seed_from: str = "default"
     resume: int | None = None
     strategy_options: tuple[tuple[str, Any], ...] = ()
+    timing_target_ms: float = 250.0  # kernel time spent timing one config (more: steadier medians)
 
 
 def gpu_available() -> bool:
@@ -71,6 +72,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         grid=tuple(options.get("grid", ())), grid_sample=options.get("grid_sample", False),
         seed_from=options.get("seed_from", "default"),
         strategy_options=tuple((k, v) for k, v in options.get("strategy_options", {}).items()),
+        timing_target_ms=options.get("timing_target_ms", request.timing_target_ms),
     )
 
 
@@ -119,7 +121,7 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         cache = cache or journal
         options = {"db": str(request.db), "seed_from": request.seed_from, "grid": list(request.grid),
                    "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
-                   "strategy_options": dict(request.strategy_options)}
+                   "strategy_options": dict(request.strategy_options), "timing_target_ms": request.timing_target_ms}
         outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume).run()
     finally:
@@ -151,6 +153,7 @@ def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget:
 
 def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
     from autotune.evaluators.gpu import GPUEvaluator
+    from autotune.evaluators.timing import TimingOptions
 
     task = bind_live(spec, shape, dtype, "cuda", seed=request.seed)
     console.print(f"measuring on {task.identity.device}; space {task.fingerprint} "
@@ -160,7 +163,7 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
     def make_evaluator() -> GPUEvaluator:
         return GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
-                            seed=request.seed)
+                            seed=request.seed, timing=TimingOptions(target_ms=request.timing_target_ms))
 
     return task, cache, make_evaluator, request.db
 
