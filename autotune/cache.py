@@ -209,6 +209,30 @@ class Cache:
              result.source.value, json.dumps(list(result.samples_ms)) if result.samples_ms else None, _now()),
         )
 
+    def record_many(self, session_id: int, fingerprint: str,
+                    rows: list[tuple[int, int, Candidate, Result]], *, aliases: bool = False) -> None:
+        """Write (generation, ordinal, candidate, result) rows in one transaction: bulk imports of
+        thousands of recorded configs take seconds, and a failure leaves none of them behind.
+        With `aliases`, also remember each candidate's point -> config mapping (as `record_alias`)."""
+        now = _now()
+        with _transaction(self.db.conn) as conn:
+            conn.executemany(
+                "INSERT INTO evaluations(session_id, space_fingerprint, generation, ordinal, config_key, config_json,"
+                " params_json, status, error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions, rel_error,"
+                " source, samples_json, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(session_id, fingerprint, gen, ordinal, c.key, canonical_json(dict(c.native)), canonical_json(c.params),
+                  r.status.value, r.error[:4000], r.compile_s, r.bench_s, r.median_ms, r.min_ms, r.max_ms,
+                  r.repetitions, r.rel_error, r.source.value, json.dumps(list(r.samples_ms)) if r.samples_ms else None,
+                  now) for gen, ordinal, c, r in rows],
+            )
+            if aliases:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO aliases(space_fingerprint, params_key, params_json, config_json, config_key)"
+                    " VALUES (?,?,?,?,?)",
+                    [(fingerprint, params_key(c.params), canonical_json(c.params), canonical_json(dict(c.native)),
+                      c.key) for _, _, c, _ in rows],
+                )
+
     def record_alias(self, fingerprint: str, raw: Mapping[str, Any], candidate: Candidate) -> None:
         """Remember which normalised config a raw point became (replay needs this off the GPU)."""
         self._write(
