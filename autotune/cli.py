@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--fresh", action="store_true", help="measure again even configs already recorded")
     tune.add_argument("--compile-workers", type=_positive_int, default=None)
     tune.add_argument("--compile-timeout", type=_positive_float, default=60.0)
+    tune.add_argument("--run-timeout", type=_positive_float, default=30.0,
+                      help="seconds a compiled config's first run may take before its worker is killed")
     tune.add_argument("--timing-ms", type=_positive_float, default=250.0,
                       help="GPU time spent timing each config (min 10 runs, max 200); lower it to record large "
                            "samples faster, at the price of noisier medians")
@@ -137,7 +139,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         kernel=args.kernel, shape=args.shape, dtype=args.dtype, strategy=args.strategy, budget=args.budget,
         seconds=args.seconds, seed=args.seed, generation_size=args.generation_size, db=Path(args.db),
         replay=args.replay, replay_db=Path(args.replay_db), space=args.space, fresh=args.fresh,
-        compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout,
+        compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
         seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
         timing_target_ms=args.timing_ms,

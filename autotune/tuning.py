@@ -38,6 +38,7 @@ class TuneRequest:
     resume: int | None = None
     strategy_options: tuple[tuple[str, Any], ...] = ()
     timing_target_ms: float = 250.0  # kernel time spent timing one config (more: steadier medians)
+    run_timeout_s: float = 30.0  # a compiled config's first run; longer and its worker is killed
 
 
 def gpu_available() -> bool:
@@ -163,7 +164,7 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
     def make_evaluator() -> GPUEvaluator:
         return GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
-                            seed=request.seed, timing=TimingOptions(target_ms=request.timing_target_ms))
+                            run_timeout_s=request.run_timeout_s, seed=request.seed, timing=TimingOptions(target_ms=request.timing_target_ms))
 
     return task, cache, make_evaluator, request.db
 

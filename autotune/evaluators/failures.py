@@ -23,7 +23,7 @@ _CRASH = (
 def classify_exception(error: BaseException | str, *, phase: str) -> Status:
     """Status for an exception raised while `phase` ('compile' or 'run') was in progress."""
     if isinstance(error, BaseException):
-        text = f"{type(error).__name__}: {error}".lower()
+        text = f"{type(error).__name__}: {_diagnosis(error)}".lower()
     else:
         text = error.lower()
     if any(marker in text for marker in _OUT_OF_RESOURCES):
@@ -33,8 +33,24 @@ def classify_exception(error: BaseException | str, *, phase: str) -> Status:
     return Status.COMPILE_ERROR if phase == "compile" else Status.CRASH
 
 
+def _diagnosis(error: BaseException) -> str:
+    """The message without quoted kernel source: Triton's CompilationError prints the
+    lines of the kernel above the fault, and words in that code ("cuda error" in a
+    comment, say) must not decide the status."""
+    quoted_source = getattr(error, "src", None) is not None and hasattr(error, "error_message")
+    return str(error.error_message or "") if quoted_source else str(error)
+
+
 def short_error(error: BaseException | str, limit: int = 600) -> str:
     """The first informative lines of an error, for the database and one-line reports."""
-    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    if isinstance(error, BaseException):
+        diagnosis, full = _diagnosis(error), str(error)
+        if diagnosis != full:  # the diagnosis first, then where in the kernel's source it arose
+            full = full.removesuffix(diagnosis).rstrip()
+            text = f"{type(error).__name__}: {diagnosis}\n{full}"
+        else:
+            text = f"{type(error).__name__}: {full}"
+    else:
+        text = str(error)
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
