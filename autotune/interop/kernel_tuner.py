@@ -98,7 +98,7 @@ class KernelTunerSpace:
     tune_params: dict[str, list[Any]]  # in tune_params_keys order
     objective: Any
     entries: tuple[KernelTunerEntry, ...]
-    digest: str  # sha256 of the JSON text, so a re-import of the same data is recognised
+    digest: str  # sha256 of the JSON text, kept in the import session as provenance
     repaired: bool = False  # the file was cut short (a killed run) and closed here
     ours: Mapping[str, Any] | None = None  # our header block: the space this file was exported from
 
