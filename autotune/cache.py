@@ -8,6 +8,7 @@ replaying GPU data) uses exactly the recorded one.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
@@ -87,18 +88,50 @@ class Cache:
         return cache
 
     def _check_schema(self, tables: set[str]) -> None:
+        """Refuse, with what to do about it, any database this version would misread.
+
+        There is one schema so far, so there is nothing to migrate: an older or newer
+        version, a missing version, or missing tables or columns are each refused.
+        """
+        here = f"this autotune reads cache schema {SCHEMA_VERSION}"
         if "meta" not in tables:
+            if {"spaces", "sessions", "evaluations"} <= tables:
+                raise CacheError(f"{self.path} has autotune's tables but no schema version (no meta table), so it "
+                                 f"cannot be read safely; {here}: record into a new database with --db PATH")
             raise CacheError(f"{self.path} is a sqlite database but not an autotune cache (no meta table)")
-        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = row[0] if row else None
         try:
-            version = int(version) if version is not None else None
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.DatabaseError as error:  # a meta table of some other program
+            raise CacheError(f"{self.path} has a meta table autotune cannot read ({error}); {here}") from None
+        if row is None:
+            raise CacheError(f"{self.path} has no schema version in its meta table (damaged, or not made by "
+                             f"autotune); {here}")
+        try:
+            version = int(row[0])
         except (TypeError, ValueError):
-            pass  # reported below as the foreign version it is
-        if version != SCHEMA_VERSION:
-            raise CacheError(
-                f"{self.path} was made by cache schema {version}; this version reads schema {SCHEMA_VERSION} only"
-            )
+            raise CacheError(f"{self.path} has an unknown cache schema version {row[0]!r}; {here}") from None
+        if version > SCHEMA_VERSION:
+            raise CacheError(f"{self.path} was made by a newer autotune (cache schema {version}); {here}: "
+                             "upgrade autotune to read it")
+        if version < SCHEMA_VERSION:
+            raise CacheError(f"{self.path} was made by an older autotune (cache schema {version}); {here} and "
+                             "has no migration from it: read it with the autotune that made it, or record into "
+                             "a new database with --db PATH")
+        missing = self._missing_parts(tables)
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise CacheError(f"{self.path} says cache schema {version} but lacks {shown}: it is damaged; "
+                             "restore it from a copy or record into a new database with --db PATH")
+
+    def _missing_parts(self, tables: set[str]) -> list[str]:
+        """Tables and columns of the current schema that this database lacks."""
+        missing = []
+        for table, columns in _expected_columns().items():
+            if table not in tables:
+                missing.append(f"table {table}")
+            else:
+                missing += [f"{table}.{c}" for c in sorted(columns - set(self._columns(table)))]
+        return missing
 
     def _create_schema(self) -> None:
         conn = self.db.conn
@@ -338,6 +371,20 @@ class Cache:
 
     def integrity_ok(self) -> bool:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@functools.lru_cache(maxsize=1)
+def _expected_columns() -> dict[str, frozenset[str]]:
+    """Every table of the current schema and its columns, read off the schema text itself."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in filter(str.strip, _SCHEMA.split(";")):
+            conn.execute(statement)
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: frozenset(r[1] for r in conn.execute(f"PRAGMA table_info({t})")) for t in tables
+                if not t.startswith("sqlite_")}
+    finally:
+        conn.close()
 
 
 class _transaction:

@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="continue a stopped session: nothing measured is measured again")
     tune.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="a strategy option, e.g. --option effort=full or --option copies=4 (repeatable)")
+    tune.add_argument("--config", action="append", default=[], metavar="JSON_OR_FILE",
+                      help="a config evaluated first: a JSON object of parameter -> value (missing ones from the "
+                           "default), or a file holding one or a list (repeatable; see autotune check-config)")
     tune.add_argument("--grid", default="", help="grid strategy: comma-separated parameters (default: all)")
     tune.add_argument("--grid-sample", action="store_true", help="grid strategy: sample the grid if over budget")
     tune.add_argument("--generation-size", type=_positive_int, default=None)
@@ -94,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--format", choices=("python", "json"), default="python")
         if name == "sessions":
             sub.add_argument("--limit", type=_positive_int, default=50)
+            sub.add_argument("--wide", action="store_true",
+                             help="also the Python version, limits, start time, database and seed origins")
     for module in _command_modules():
         module.add_parser(commands)
     return parser
@@ -101,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that live in their own module (autotune/commands/<name>.py): each module has
 # `NAME`, `add_parser(subparsers)` and `run(args, console) -> int`.
-COMMAND_MODULES: tuple[str, ...] = ("noise", "import_space", "export_space")
+COMMAND_MODULES: tuple[str, ...] = ("noise", "check_config", "import_space", "export_space")
 
 
 def _command_modules() -> list[Any]:
@@ -142,6 +147,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
         seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
+        configs=tuple(args.config),
         timing_target_ms=args.timing_ms,
     )
     run_tune(request, console)
@@ -177,7 +183,7 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
     from autotune.report import sessions_table
 
     cache = _open_existing(args.db)
-    console.print(sessions_table(cache.sessions(args.limit)))
+    console.print(sessions_table(cache.sessions(args.limit), wide=args.wide))
     return 0
 
 
@@ -218,6 +224,7 @@ COMMANDS = {"kernels": cmd_kernels, "tune": cmd_tune, "sessions": cmd_sessions, 
 def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = None
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
@@ -233,11 +240,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("autotune: interrupted; every finished evaluation is in the database", file=sys.stderr)
         return 130
     except Exception as error:  # noqa: BLE001 - last resort: one line unless --debug
+        if _damaged_database(error):  # found mid-command, past the checks made on opening
+            names = " or ".join(str(getattr(args, a)) for a in ("db", "replay_db") if getattr(args, a, None))
+            print(f"autotune: error: database {names or '(unknown)'} is damaged ({error}): restore it from a copy; "
+                  "sqlite3 FILE 'PRAGMA integrity_check' shows the damage", file=sys.stderr)
+            return EXIT_USAGE
         if debug:
             raise
         print(f"autotune: unexpected error: {type(error).__name__}: {error} (run with --debug for details)",
               file=sys.stderr)
         return 1
+
+
+def _damaged_database(error: Exception) -> bool:
+    import sqlite3
+
+    return isinstance(error, sqlite3.DatabaseError) and getattr(error, "sqlite_errorname", "") in (
+        "SQLITE_CORRUPT", "SQLITE_NOTADB")
 
 
 if __name__ == "__main__":

@@ -116,14 +116,41 @@ def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome, d
         console.print(f"export it: autotune export {outcome.session_id} --db {db} --format python")
 
 
-def sessions_table(sessions: list[dict[str, Any]]) -> Table:
+MODE_LABELS = {"gpu": "measured", "replay": "replay"}  # where a session's results came from
+
+
+def sessions_table(sessions: list[dict[str, Any]], wide: bool = False) -> Table:
+    """One row per session, with where its data came from: measured on a device (which, with
+    which toolchain) or replayed/imported from recorded data; `wide` adds the Python version,
+    limits, start time, database and seed origins."""
+    import time
+
+    from rich.markup import escape
+
+    columns = ["id", "kernel", "shape", "dtype", "strategy", "seed", "data", "evals", "failed", "exit", "device",
+               "torch/triton/helion", "space"]
+    if wide:
+        columns += ["python", "budget", "started (UTC)", "data from", "seeds"]
     table = Table(title="sessions")
-    for column in ("id", "kernel", "shape", "dtype", "strategy", "seed", "mode", "evals", "failed", "exit",
-                   "device", "torch/triton/helion", "space"):
+    for column in columns:
         table.add_column(column)
     for s in sessions:
-        v = s["versions"]
-        table.add_row(str(s["id"]), s["kernel"], "x".join(map(str, s["shape"])), s["dtype"], s["strategy"],
-                      str(s["seed"]), s["mode"], str(s["evaluations"]), str(s["failures"]), s["exit_reason"] or "running?",
-                      s["device"], f"{v.get('torch')}/{v.get('triton')}/{v.get('helion')}", s["space_fingerprint"][:12])
+        v, options = s["versions"], s["options"]
+        row = [str(s["id"]), s["kernel"], "x".join(map(str, s["shape"])), s["dtype"], s["strategy"], str(s["seed"]),
+               MODE_LABELS.get(s["mode"], s["mode"]), str(s["evaluations"]), str(s["failures"]),
+               s["exit_reason"] or "running?", s["device"], f"{v.get('torch')}/{v.get('triton')}/{v.get('helion')}",
+               s["space_fingerprint"] if wide else s["space_fingerprint"][:12]]
+        if wide:
+            limits = [f"{s['budget']} configs" if s["budget"] else "", f"{s['seconds']:g} s" if s["seconds"] else ""]
+            row += [str(v.get("python", "-")), ", ".join(x for x in limits if x) or "-",
+                    time.strftime("%Y-%m-%d %H:%M", time.gmtime(s["started"])), _data_from(options),
+                    ",".join(dict.fromkeys(options.get("seeds", []))) or "-"]
+        table.add_row(*(escape(str(cell)) for cell in row))  # recorded text is data, never markup
     return table
+
+
+def _data_from(options: dict[str, Any]) -> str:
+    """The database a session measured into or replayed, or the file it was imported from."""
+    if options.get("db"):
+        return str(options["db"])
+    return f"file {options['file']}" if options.get("file") else "-"

@@ -5,19 +5,28 @@
   (Helion's compiler seeds, recorded with the space);
 * `cache`: the fastest configs already recorded for the nearest shape of the same kernel
   and dtype (same kernel source), translated into this task's space where they fit.
+
+Configs the user gives (`--config`) are seeds too, evaluated first, with origin "user".
+Unlike the other sources they are never skipped: one that does not fit the space is an
+error, reported before any database is created (`read_configs`, then `user_seeds`).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from autotune.cache import Cache
+from autotune.errors import UserError
 from autotune.task import TuningTask
 from autotune.types import Params
-from search_spaces.space import InvalidConfig
+from search_spaces.parameters import Integer, JsonValue, Parameter, PowerOfTwo
+from search_spaces.space import InvalidConfig, SearchSpace
 
 SOURCES = ("default", "heuristic", "cache")
+USER = "user"  # the origin of configs given with --config
 CACHE_SEEDS = 3
 
 
@@ -73,3 +82,160 @@ def _points(task: TuningTask, natives: Sequence[dict[str, Any]]) -> list[Params]
         except InvalidConfig:
             continue
     return points
+
+
+# -- configs given by the user (--config) -------------------------------------------------------
+class ConfigInputError(UserError):
+    """A --config that cannot be read, or that is not a point of the space; one line."""
+
+
+def read_configs(texts: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, JSON object) for each config in `--config` arguments (inline JSON, or a file
+    holding one object or a list of them).  Reads only: no space is needed yet, so this runs
+    before anything else in a command."""
+    configs: list[tuple[str, dict[str, Any]]] = []
+    for text in texts:
+        data, where = _load(text)
+        if isinstance(data, list) and not data:
+            raise ConfigInputError(f"{where} holds an empty list; give at least one config")
+        items = data if isinstance(data, list) else [data]
+        for index, item in enumerate(items, start=1):
+            label = f"{where} item {index}" if isinstance(data, list) else where
+            if not isinstance(item, dict):
+                raise ConfigInputError(f"{label} is {_json_kind(item)}, not a JSON object of parameter name -> value")
+            configs.append((label, item))
+    return configs
+
+
+def user_point(space: SearchSpace, raw: Mapping[str, JsonValue], label: str = "config") -> dict[str, JsonValue]:
+    """The completed, canonical point of a (possibly partial) user config; missing parameters
+    come from the space's default.  Every refusal names the parameter and what it allows."""
+    unknown = [name for name in raw if name not in space.names]
+    if unknown:
+        raise ConfigInputError(f"{label}: {_unknown_message(space, unknown)}")
+    problems = [f"{p.name}={_show(raw[p.name])} is not allowed ({allowed_values(p)})"
+                for p in space.parameters if p.name in raw and not p.contains(raw[p.name])]
+    if problems:
+        raise ConfigInputError(f"{label}: {'; '.join(problems)}")
+    point = space.complete(raw)
+    broken = [v for c in space.constraints if (v := c.violation(point)) is not None]
+    if broken:
+        raise ConfigInputError(f"{label}: breaks a limit of {space.kernel}'s space: {'; '.join(broken)}")
+    if not space.is_member(point):
+        raise ConfigInputError(f"{label}: not one of the {space.cardinality()} recorded points of this finite space")
+    return space.validate(point)
+
+
+def user_seeds(task: TuningTask, configs: Sequence[tuple[str, Mapping[str, JsonValue]]]
+               ) -> list[tuple[str, Params]]:
+    """("user", point) seeds for a task; raises ConfigInputError for the first that does not fit
+    (including a config the compiler itself rejects when normalising it)."""
+    seeds = []
+    for label, raw in configs:
+        point = user_point(task.space, raw, label)
+        try:
+            task.candidate(point)
+        except InvalidConfig as error:
+            raise ConfigInputError(f"{label}: {_one_line(str(error))}") from None
+        seeds.append((USER, point))
+    return seeds
+
+
+def allowed_values(parameter: Parameter) -> str:
+    """What a parameter accepts, in a few words (ranges as ranges, choices listed as JSON)."""
+    if isinstance(parameter, PowerOfTwo):
+        return f"allowed: powers of two from {parameter.low} to {parameter.high}"
+    if isinstance(parameter, Integer):
+        return f"allowed: integers from {parameter.low} to {parameter.high}"
+    values = parameter.values()
+    shown = ", ".join(json.dumps(v) for v in values[:MAX_LISTED])
+    more = f", ... ({len(values)} values)" if len(values) > MAX_LISTED else ""
+    return f"allowed: {shown}{more}"
+
+
+MAX_LISTED = 12
+MAX_SHOWN_CHARS = 60
+
+
+def _load(text: str) -> tuple[Any, str]:
+    """The JSON value of one --config argument, and how to name it in messages."""
+    where = f"--config {_echo(text)}"
+    if text.strip()[:1] in ("{", "[", ""):
+        return _parse(text, where), where
+    kind = _file_kind(text)
+    if kind == "file":
+        where = f"--config file {_echo(text, tail=True)}"
+        try:
+            return _parse(Path(text).read_text(encoding="utf-8"), where), where
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigInputError(f"{where} cannot be read ({_one_line(str(error))})") from None
+    if kind == "other":
+        raise ConfigInputError(f"{where} is a directory or special file, not a JSON file")
+    try:
+        return _parse(text, where), where
+    except ConfigInputError:
+        raise ConfigInputError(f"{where} is neither a JSON object nor an existing file") from None
+
+
+def _file_kind(text: str) -> str:
+    """'file', 'other' (a directory, a device) or 'none' (no such path, or not a path at all)."""
+    try:
+        path = Path(text)
+        return "file" if path.is_file() else "other" if path.exists() else "none"
+    except (OSError, ValueError):  # a name too long, an embedded NUL
+        return "none"
+
+
+def _parse(text: str, where: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as error:
+        raise ConfigInputError(f"{where}: malformed JSON ({error.msg} at line {error.lineno} column {error.colno})"
+                               ) from None
+    except (ValueError, RecursionError) as error:  # a duplicate key, an int of too many digits, deep nesting
+        raise ConfigInputError(f"{where}: unreadable JSON ({_one_line(str(error)) or type(error).__name__})") from None
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"{_show(key)} is given twice")
+        data[key] = value
+    return data
+
+
+def _unknown_message(space: SearchSpace, unknown: list[str]) -> str:
+    named = ", ".join(_show(n) for n in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+    hints = [p for n in unknown[:5] for p in space.names if p.startswith(f"{n}[")]  # Helion list slots
+    hint = f" (list values are one parameter per element: {', '.join(hints[:6])})" if hints else ""
+    listed = ", ".join(space.names[:30]) + (", ..." if len(space.names) > 30 else "")
+    return f"unknown parameter(s) {named}{hint}; {space.kernel}'s parameters are: {listed}"
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+             type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+def _show(value: Any) -> str:
+    """A value as JSON, on one line and cut short, for messages."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 3] + "..."
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _echo(text: str, tail: bool = False) -> str:
+    """The user's own text, on one line, printable and cut short (keeping the end of a path,
+    where its name is), for messages."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in _one_line(text))
+    if len(line) <= MAX_SHOWN_CHARS:
+        return line
+    return "..." + line[3 - MAX_SHOWN_CHARS:] if tail else line[: MAX_SHOWN_CHARS - 3] + "..."

@@ -13,6 +13,7 @@ from autotune.errors import UserError
 from autotune.session import Session, SessionSettings
 from autotune.task import TuningTask, bind_live, bind_recorded
 from search_spaces.fingerprint import source_hash
+from search_spaces.space import canonical_json
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class TuneRequest:
     seed_from: str = "default"
     resume: int | None = None
     strategy_options: tuple[tuple[str, Any], ...] = ()
+    configs: tuple[str, ...] = ()  # --config: JSON objects or files, evaluated first (seeds of origin "user")
     timing_target_ms: float = 250.0  # kernel time spent timing one config (more: steadier medians)
     run_timeout_s: float = 30.0  # a compiled config's first run; longer and its worker is killed
 
@@ -73,15 +75,18 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         grid=tuple(options.get("grid", ())), grid_sample=options.get("grid_sample", False),
         seed_from=options.get("seed_from", "default"),
         strategy_options=tuple((k, v) for k, v in options.get("strategy_options", {}).items()),
+        configs=tuple(canonical_json(point) for point in options.get("user_configs", [])),
         timing_target_ms=options.get("timing_target_ms", request.timing_target_ms),
     )
 
 
 def run_tune(request: TuneRequest, console: Console) -> None:
     from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
-    from autotune.seeds import collect_seeds, parse_sources
+    from autotune.seeds import collect_seeds, parse_sources, read_configs, user_seeds
     from autotune.strategies import UnknownStrategy, get_strategy
 
+    if request.resume is not None and request.configs:
+        raise UserError("--config cannot be given with --resume: a resumed session evaluates its own configs")
     if request.resume is not None:
         request = resumed_request(request)
     elif not request.kernel or not request.shape:
@@ -91,6 +96,7 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         sources = parse_sources(request.seed_from)
     except ValueError as error:
         raise UserError(str(error)) from None
+    configs = read_configs(request.configs)
     try:
         spec = get_kernel(request.kernel)
         strategy_cls = get_strategy(request.strategy)
@@ -113,7 +119,8 @@ def run_tune(request: TuneRequest, console: Console) -> None:
     else:
         task, cache, make_evaluator, journal_path = _gpu_parts(request, spec, shape, dtype, console)
     strategy = _make_strategy(strategy_cls, task, request, budget)
-    seeds = collect_seeds(task, cache, sources)
+    user = user_seeds(task, configs)  # a config that does not fit the space stops here, before any write
+    seeds = user + collect_seeds(task, cache, sources)
     from autotune.report import RichReporter, print_outcome
 
     evaluator = make_evaluator()
@@ -122,7 +129,8 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         cache = cache or journal
         options = {"db": str(request.db), "seed_from": request.seed_from, "grid": list(request.grid),
                    "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
-                   "strategy_options": dict(request.strategy_options), "timing_target_ms": request.timing_target_ms}
+                   "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
+                   "timing_target_ms": request.timing_target_ms}
         outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume).run()
     finally:

@@ -79,9 +79,14 @@ def _load_builtins() -> None:
 
 
 def parse_shape(text: str, rank: int | None = None) -> Shape:
-    """'4096x32000' -> (4096, 32000); raises ValueError with a one-line reason."""
+    """'4096x32000' -> (4096, 32000); raises ValueError with a one-line reason.
+
+    Only ASCII digits are extents: int() would also take ' 7', '+7', '1_000' and other
+    scripts' digits, none of which a user means as a shape."""
     pieces = text.lower().replace("×", "x").split("x")
     try:
+        if not all(p.isascii() and p.isdigit() for p in pieces):
+            raise ValueError(text)
         shape = tuple(int(p) for p in pieces)
     except ValueError:
         raise ValueError(f"malformed shape {text!r}: expected positive integers joined by 'x', e.g. 4096x32000") from None
