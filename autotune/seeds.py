@@ -117,7 +117,7 @@ def user_point(space: SearchSpace, raw: Mapping[str, JsonValue], label: str = "c
                 for p in space.parameters if p.name in raw and not p.contains(raw[p.name])]
     if problems:
         raise ConfigInputError(f"{label}: {'; '.join(problems)}")
-    point = space.complete(raw)
+    point = {p.name: p.canonical(v) for p, v in zip(space.parameters, space.complete(raw).values())}
     broken = [v for c in space.constraints if (v := c.violation(point)) is not None]
     if broken:
         raise ConfigInputError(f"{label}: breaks a limit of {space.kernel}'s space: {'; '.join(broken)}")

@@ -165,7 +165,7 @@ class SearchSpace:
                 problems.append(f"{p.name}={params[p.name]!r} is not one of {p.values()[:12]!r}")
         if not problems:
             problems += [v for c in self.constraints if (v := c.violation(params)) is not None]
-        if not problems and not self.is_member(params):
+        if not problems and not self.is_member({p.name: p.canonical(params[p.name]) for p in self.parameters}):
             problems.append("not one of the points of this finite (recorded) space")
         return problems
 
