@@ -166,7 +166,8 @@ def read_back(db: Path, after_id: int) -> tuple[dict[str, Any] | None, dict[str,
         return None, {}
     cache = Cache.open(db)
     try:
-        row = cache.db.execute("SELECT MIN(id) FROM sessions WHERE kernel = ? AND id > ?", (KERNEL, after_id)).fetchone()
+        row = cache.db.execute("SELECT MIN(id) FROM sessions WHERE kernel = ? AND id > ?",
+                               (KERNEL, after_id)).fetchone()
         if row[0] is None:
             return None, {}
         session = cache.session(int(row[0]))
@@ -179,9 +180,10 @@ def read_back(db: Path, after_id: int) -> tuple[dict[str, Any] | None, dict[str,
 def session_checks(session: dict[str, Any] | None, rows: dict[str, Any], planned: Sequence[Planned],
                    exit_code: int | None, wall_s: float | None) -> list[Check]:
     """Did the session go on past every fault?"""
-    from autotune.evaluators.timing import TOLERANCE
-
     import torch
+
+    from autotune.evaluators.timing import TOLERANCE
+    from autotune.types import Source
 
     checks = []
     if wall_s is not None:
@@ -190,12 +192,17 @@ def session_checks(session: dict[str, Any] | None, rows: dict[str, Any], planned
                             f"it {ended} after {wall_s:.1f} s"))
     if session is None:
         return checks + [Check("a session was recorded", False, "no new session of the faulty kernel in the database")]
-    checks.append(Check("it measured on a GPU", session["mode"] == "gpu", f"mode {session['mode']}, {session['device']}"))
+    checks.append(Check("it measured on a GPU", session["mode"] == "gpu",
+                        f"mode {session['mode']}, {session['device']}"))
     recorded = [p for p in planned if p.key in rows]
     checks.append(Check("every config of the grid was recorded", len(recorded) == len(planned) == len(rows),
                         f"{len(rows)} rows recorded for {len(planned)} configs in the grid"))
+    reused = [p.fault for p in recorded if rows[p.key].result.source is not Source.MEASURED]
+    checks.append(Check("every row was measured in this session", not reused,
+                        f"answered from earlier rows: {', '.join(reused)}" if reused else "none reused"))
     reason = session["exit_reason"]
-    checks.append(Check("the session ended normally", reason in NORMAL_ENDINGS, f"exit reason: {reason or 'none (cut off)'}"))
+    checks.append(Check("the session ended normally", reason in NORMAL_ENDINGS,
+                        f"exit reason: {reason or 'none (cut off)'}"))
     best = next((p for p in planned if p.key == session["best_key"]), None)
     best_row = rows.get(session["best_key"]) if session["best_key"] else None
     tolerance = TOLERANCE[torch.float32]
@@ -229,6 +236,7 @@ def table_rows(planned: Sequence[Planned], rows: dict[str, Any]) -> list[list[st
 
 TABLE_HEADER = ["fault", "BLOCK_SIZE", "expected", "recorded", "as expected", "compile s", "time or error",
                 "what the fault does"]
+AS_EXPECTED = TABLE_HEADER.index("as expected")
 
 
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -241,7 +249,7 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
 def render_report(*, argv: Sequence[str], session: dict[str, Any] | None, table: list[list[str]],
                   checks: Sequence[Check], wall_s: float | None) -> str:
-    unexpected = sum(row[4] != "yes" for row in table)
+    unexpected = sum(row[AS_EXPECTED] != "yes" for row in table)
     failed_checks = [c for c in checks if not c.passed]
     verdict = "PASS" if not unexpected and not failed_checks else "FAIL"
     lines = [f"# Fault injection: {verdict}", ""]
@@ -326,7 +334,7 @@ def gpu_run(args: argparse.Namespace, shape: tuple[int, ...]) -> int:
     args.report.write_text(report)
     print("\n" + report)
     print(f"report written to {args.report}")
-    failed = any(row[4] != "yes" for row in table) or not all(c.passed for c in checks)
+    failed = any(row[AS_EXPECTED] != "yes" for row in table) or not all(c.passed for c in checks)
     return 1 if failed else 0
 
 

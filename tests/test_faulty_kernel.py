@@ -1,12 +1,13 @@
 """The deliberately broken `faulty` kernel and the fault-injection experiment, on the CPU.
 
 What can be shown without a GPU is shown here: the kernel is registered with every fault
-in its space; each fault compiles (for an H100 target, by Triton's own compiler) into
-what the GPU will see -- a compiler error, a launch over the shared-memory limit, a spin
-loop on a volatile load, an address terabytes away; the exceptions these raise are
-classified as the expected statuses; the interpreter runs the healthy, NaN and wrong
-configs; and the experiment's plan, its read-back and its verdicts work on a session
-recorded through the normal command line (with a stand-in evaluator).
+in its space; its launch function, run against Triton's real compiler for an H100 target
+and Triton's own launch-time checks (only the device's answers are simulated), raises a
+compiler error and an out-of-resources refusal where it should and launches the others;
+the compiled code holds a spin loop on a volatile load and an address terabytes away;
+the exceptions are classified as the expected statuses; the interpreter runs the
+healthy, NaN and wrong configs; and the experiment's plan, read-back and verdicts work on
+a session recorded through the normal command line (with a stand-in evaluator).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import pytest
 import torch
 
 from autotune import cli
-from autotune.cache import Cache
 from autotune.evaluators.failures import classify_exception, short_error
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import all_kernels, get_kernel
@@ -85,8 +85,7 @@ def _compile_for_h100(fault: str, block: int = 256):
                  "BLOCK_SIZE": "constexpr", "FAULT": "constexpr", "TILE_SIZE": "constexpr"}
     source = ASTSource(fn=faulty.faulty_kernel, signature=signature,
                        constexprs={"BLOCK_SIZE": block, "FAULT": fault, "TILE_SIZE": faulty.TILE})
-    warps = faulty.TILE_NUM_WARPS if fault == "out_of_resources" else faulty.NUM_WARPS
-    return triton.compile(source, target=GPUTarget(*H100), options={"num_warps": warps, "num_stages": 1})
+    return triton.compile(source, target=GPUTarget(*H100), options={"num_warps": faulty.NUM_WARPS, "num_stages": 1})
 
 
 @pytest.fixture
@@ -94,29 +93,9 @@ def triton_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
 
 
-def test_compile_error_fault_is_a_real_compilation_error_classified_compile_error(triton_cache):
-    from triton.compiler.errors import CompilationError
-
-    with pytest.raises(CompilationError) as caught:
-        _compile_for_h100("compile_error")
-    assert classify_exception(caught.value, phase="compile") is Status.COMPILE_ERROR
-    recorded = short_error(caught.value)
-    assert recorded.startswith("CompilationError: ") and "compatible" in recorded.splitlines()[0]
-
-
-def test_out_of_resources_fault_needs_more_shared_memory_than_an_h100_block_has(triton_cache):
-    from triton.runtime.errors import OutOfResources
-
-    compiled = _compile_for_h100("out_of_resources")
-    assert compiled.metadata.shared > H100_SHARED_LIMIT
-    # what Triton raises when it loads that kernel for launch:
-    error = OutOfResources(compiled.metadata.shared, H100_SHARED_LIMIT, "shared memory")
-    assert classify_exception(error, phase="compile") is Status.OUT_OF_RESOURCES
-
-
 def test_healthy_and_hang_and_address_faults_compile_into_what_the_gpu_must_see(triton_cache):
     healthy = _compile_for_h100("none").asm["ptx"]
-    assert "ld.volatile" not in healthy and healthy.count("bra") == 0  # the plain kernel: no loop at all
+    assert "ld.volatile" not in healthy and not re.search(r"\sbra(\.uni)?\s", healthy)  # no loop, no branch
     spin = _compile_for_h100("run_hang").asm["ptx"]
     labels = re.findall(r"^(\$L__BB\d+_\d+):", spin, flags=re.M)
     loops = [label for label in labels
@@ -124,6 +103,81 @@ def test_healthy_and_hang_and_address_faults_compile_into_what_the_gpu_must_see(
     assert loops, "the run_hang fault has no loop re-reading the flag"
     far = _compile_for_h100("illegal_address").asm["ptx"]
     assert str(4 * 2**40) in far  # bytes added to the input's address: 4 TiB away
+
+
+# An H100 as Triton's launch path sees it: the real compiler (sm_90 target) and the real
+# checks Triton makes when it loads a kernel, with the device's answers faked.  The
+# launch function itself runs, exactly as a compile worker calls it.
+_SIMULATED_H100 = """
+import json
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+from autotune.evaluators.failures import classify_exception, short_error
+from autotune.kernels import faulty_triton as faulty
+
+launches = []
+
+class Utils:
+    def get_device_properties(self, device):
+        return {"max_shared_mem": %(limit)d, "multiprocessor_count": 132, "max_num_regs": 65536, "warpSize": 32}
+    def load_binary(self, name, kernel, shared, device):
+        return 1, 1, 32, 0, 1024  # module, function, registers, spills, threads per block
+    def unload_module(self, module):
+        pass
+
+class SimulatedH100:
+    utils = Utils()
+    def get_current_device(self):
+        return 0
+    def get_current_stream(self, device):
+        return 0
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+    def launcher_cls(self, src, metadata):
+        return lambda grid_x, *rest: launches.append({"grid": grid_x, "warps": metadata.num_warps})
+
+driver.set_active(SimulatedH100())
+report = {}
+for fault in ("none", "nan", "wrong", "run_hang", "illegal_address", "compile_error", "out_of_resources"):
+    before = len(launches)
+    try:
+        faulty.launch({"fault": fault, "BLOCK_SIZE": 256}, torch.zeros(1024, 1024))
+        report[fault] = {"launched": launches[before:]}
+    except Exception as error:
+        report[fault] = {"raised": type(error).__name__, "status": classify_exception(error, phase="compile").value,
+                         "recorded": short_error(error), "launched": launches[before:]}
+print("REPORT " + json.dumps(report))
+""" % {"limit": H100_SHARED_LIMIT}
+
+
+@pytest.fixture(scope="module")
+def simulated_h100(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("triton-cache")
+    done = run_python(_SIMULATED_H100, timeout=300, TRITON_CACHE_DIR=str(cache))
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("REPORT "))
+    return json.loads(line.removeprefix("REPORT "))
+
+
+def test_compile_error_fault_raises_a_real_compilation_error_classified_compile_error(simulated_h100):
+    run = simulated_h100["compile_error"]
+    assert run["raised"] == "CompilationError" and run["status"] == "compile_error" and not run["launched"]
+    assert "compatible" in run["recorded"].splitlines()[0]  # the diagnosis leads the recorded error
+
+
+def test_out_of_resources_fault_is_refused_at_launch_by_tritons_own_shared_memory_check(simulated_h100):
+    run = simulated_h100["out_of_resources"]
+    assert run["raised"] == "OutOfResources" and run["status"] == "out_of_resources" and not run["launched"]
+    required = int(re.search(r"Required: (\d+)", run["recorded"]).group(1))
+    assert required > H100_SHARED_LIMIT
+
+
+@pytest.mark.parametrize("fault", ["none", "nan", "wrong", "run_hang", "illegal_address"])
+def test_faults_that_show_only_on_the_device_launch_normally(simulated_h100, fault):
+    run = simulated_h100[fault]
+    assert "raised" not in run
+    assert run["launched"] == [{"grid": 1024 * 1024 // 256, "warps": faulty.NUM_WARPS}]
 
 
 # -- classification of the real exception types --------------------------------------------------------
@@ -136,13 +190,16 @@ def test_real_triton_and_torch_errors_are_classified_as_their_faults():
     for phase in ("compile", "run"):
         assert classify_exception(oor, phase=phase) is Status.OUT_OF_RESOURCES
         assert classify_exception(illegal, phase=phase) is Status.CRASH
-    assert classify_exception(PTXASError("ptxas fatal: Insufficient registers"), phase="compile") is Status.COMPILE_ERROR
+    ptxas = PTXASError("ptxas fatal: Insufficient registers")
+    assert classify_exception(ptxas, phase="compile") is Status.COMPILE_ERROR
 
 
 def test_kernel_source_quoted_in_a_compilation_error_does_not_decide_the_status():
     from triton.compiler.errors import CompilationError
 
-    source = "def k(x_ptr):\n    # on a cuda error: illegal memory access, out of resource: shared memory\n    y = x + z\n"
+    source = ("def k(x_ptr):\n"
+              "    # on a cuda error: illegal memory access, out of resource: shared memory\n"
+              "    y = x + z\n")
     node = ast.parse("y = x + z").body[0]
     node.lineno, node.col_offset = 3, 8
     error = CompilationError(source, node, "NameError: z is not defined")
@@ -239,7 +296,7 @@ def test_a_session_with_every_fault_as_expected_passes(tmp_path, monkeypatch):
     checks = experiment.session_checks(session, rows, planned, exit_code=0, wall_s=12.5)
     assert all(c.passed for c in checks), checks
     table = experiment.table_rows(planned, rows)
-    assert [row[4] for row in table] == ["yes"] * len(planned)
+    assert [row[experiment.AS_EXPECTED] for row in table] == ["yes"] * len(planned)
     report = experiment.render_report(argv=argv, session=session, table=table, checks=checks, wall_s=12.5)
     assert report.startswith("# Fault injection: PASS")
     assert "injected compile_timeout" in report and "wall time of the whole tune command: 12.5 s" in report
@@ -249,7 +306,7 @@ def test_a_misclassified_fault_fails_the_experiment(tmp_path, monkeypatch):
     statuses = {**faulty.EXPECTED_STATUS, "out_of_resources": Status.COMPILE_ERROR}
     planned, session, rows, argv = _recorded_session(tmp_path, monkeypatch, statuses)
     table = experiment.table_rows(planned, rows)
-    wrong = [row for row in table if row[4] != "yes"]
+    wrong = [row for row in table if row[experiment.AS_EXPECTED] != "yes"]
     assert {row[0] for row in wrong} == {"out_of_resources"} and len(wrong) == 2
     checks = experiment.session_checks(session, rows, planned, exit_code=0, wall_s=1.0)
     report = experiment.render_report(argv=argv, session=session, table=table, checks=checks, wall_s=1.0)
@@ -299,3 +356,12 @@ def _running(pid: int) -> bool:
 def test_the_time_limit_returns_the_exit_code_of_a_command_that_finishes():
     exit_code, wall = experiment.run_limited([sys.executable, "-c", "import sys; sys.exit(3)"], limit_s=60)
     assert exit_code == 3 and wall < 60
+
+
+def test_rows_answered_from_an_earlier_session_are_not_proof(tmp_path, monkeypatch):
+    planned, first, _, argv = _recorded_session(tmp_path, monkeypatch, dict(faulty.EXPECTED_STATUS))
+    assert cli.main([a for a in argv if a != "--fresh"]) == 0  # measured configs are reused without --fresh
+    session, rows = experiment.read_back(tmp_path / "f.db", first["id"])
+    checks = {c.name: c for c in experiment.session_checks(session, rows, planned, exit_code=0, wall_s=1.0)}
+    assert not checks["every row was measured in this session"].passed
+    assert "answered from earlier rows" in checks["every row was measured in this session"].detail
