@@ -53,6 +53,16 @@ def collect_seeds(task: TuningTask, cache: Cache | None, sources: Sequence[str])
     return seeds
 
 
+def heuristic_provenance(task: TuningTask, sources: Sequence[str]) -> dict[str, Any]:
+    """{"heuristics": ...} for a session's options: every heuristic seed's rule, reason, facts
+    and constants, and the rules that declined and why; {} when heuristics are not a source."""
+    if "heuristic" not in sources:
+        return {}
+    from heuristics import analyse
+
+    return {"heuristics": analyse(task).to_record()}
+
+
 def shape_distance(a: Sequence[int], b: Sequence[int]) -> float:
     """Sum of |log2| ratios of the extents: 0 for the same shape, inf for another rank."""
     if len(a) != len(b):

@@ -82,7 +82,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
 
 def run_tune(request: TuneRequest, console: Console) -> None:
     from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
-    from autotune.seeds import collect_seeds, parse_sources, read_configs, user_seeds
+    from autotune.seeds import collect_seeds, heuristic_provenance, parse_sources, read_configs, user_seeds
     from autotune.strategies import UnknownStrategy, get_strategy
 
     if request.resume is not None and request.configs:
@@ -129,6 +129,7 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         cache = cache or journal
         options = {"db": str(request.db), "seed_from": request.seed_from, "grid": list(request.grid),
                    "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
+                   **heuristic_provenance(task, sources),
                    "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
                    "timing_target_ms": request.timing_target_ms}
         outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),

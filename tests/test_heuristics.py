@@ -1,16 +1,35 @@
-"""The softmax row rule: facts formed on the right kernels, seeds inside the space and the budget."""
+"""Facts read off bound kernels, the composed epilogue fact, and the row-reduction rule."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
 
 import pytest
 import torch
 
 from autotune.kernels import get_kernel
-from autotune.seeds import collect_seeds
+from autotune.seeds import collect_seeds, heuristic_provenance
 from autotune.task import bind_live
-from heuristics import seeds_for
-from heuristics.softmax import ELEMENTS_PER_THREAD, LONG_ROW, MAX_SEEDS, WARP_CHOICES_LONG, WARP_CHOICES_SHORT, \
-    row_reduction_fact
+from heuristics import analyse, seeds_for
+from heuristics import row_reduction as rr
+from heuristics.device import H100, DeviceLimits
+from heuristics.facts import REDUCTION_LOOP, RESIDENT, USER_TILE, MatmulFact, ReductionFact, compose_epilogue
+from search_spaces.helion_space import MAX_ELEMENTS_PER_THREAD
+
+FAMILY_KINDS = {  # what each kernel's epilogue reduces with, as written in its source
+    "matmul-rmsnorm": ("mean",), "matmul-layernorm": ("mean", "mean"), "matmul-softmax": ("max", "sum"),
+    "matmul-l2norm": ("sum",), "matmul-logsumexp": ("max", "sum"), "matmul-sum": ("sum",), "matmul-max": ("max",),
+}
+M, K, N = 128, 64, 384
+
+
+@pytest.fixture(scope="module")
+def family_facts():
+    facts = {}
+    for name in [*FAMILY_KINDS, "matmul"]:
+        facts[name] = analyse(bind_live(get_kernel(name), (M, K, N), torch.float16, "cpu"), device=H100).facts
+    return facts
 
 
 @pytest.fixture(scope="module")
@@ -18,34 +37,153 @@ def online_task():
     return bind_live(get_kernel("softmax-online"), (64, 1000), torch.float16, "cpu")
 
 
-def test_fact_forms_only_for_the_one_row_tile_form(helion_task, triton_task, online_task):
-    fact = row_reduction_fact(helion_task.space, helion_task.shape)
-    assert fact is not None and fact.row == helion_task.shape[-1]
-    assert row_reduction_fact(triton_task.space, triton_task.shape) is None
-    assert row_reduction_fact(online_task.space, online_task.shape) is None
-    assert seeds_for(triton_task) == [] and seeds_for(online_task) == []
+# -- facts ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(FAMILY_KINDS))
+def test_epilogue_fact_forms_on_every_family_member(family_facts, name):
+    facts = family_facts[name]
+    assert len(facts.matmuls) == 1 and len(facts.reductions) == 1
+    matmul, reduction = facts.matmuls[0], facts.reductions[0]
+    assert (matmul.m, matmul.k, matmul.n) == (M, K, N)
+    assert matmul.lhs_dtype == matmul.rhs_dtype == "float16"
+    # hl.specialize: N is one tile with no slot (Helion still gives a non-power-of-two N a block id)
+    assert matmul.n_resident and matmul.n_slot is None
+    assert matmul.m_slot == "block_sizes[0]" and matmul.k_slot == "block_sizes[1]"
+    assert reduction.extent == N and reduction.axis == 1 and reduction.residency == RESIDENT
+    assert reduction.loop_slot is None and reduction.over_matmul_output is True
+    assert reduction.kinds == FAMILY_KINDS[name]
+    assert reduction.rows == M and reduction.row_slot == "block_sizes[0]"
+    assert facts.epilogue is not None and facts.epilogue.matmul == matmul and facts.epilogue.reduction == reduction
+    assert facts.epilogue.n_extent == N
+    assert facts.compiler_epilogue_fact is True  # Helion's own composed fact agrees
 
 
+def test_pure_matmul_forms_no_epilogue(family_facts):
+    facts = family_facts["matmul"]
+    assert len(facts.matmuls) == 1 and facts.reductions == () and facts.epilogue is None
+    assert facts.matmuls[0].n_slot == "block_sizes[1]" and not facts.matmuls[0].n_resident
+    assert facts.compiler_epilogue_fact is False
+
+
+def test_pure_reductions_form_no_epilogue(helion_task, online_task):
+    facts = analyse(helion_task).facts
+    assert facts.matmuls == () and facts.epilogue is None and facts.compiler_epilogue_fact is False
+    (reduction,) = facts.reductions
+    assert reduction.extent == helion_task.shape[-1] and reduction.axis == 1
+    assert reduction.residency == REDUCTION_LOOP and reduction.loop_slot == "reduction_loops[0]"
+    assert reduction.kinds == ("max", "sum") and reduction.over_matmul_output is False
+    assert reduction.rows == helion_task.shape[0] and reduction.passes == 3
+    (online,) = analyse(online_task).facts.reductions
+    assert online.residency == USER_TILE and online.loop_slot == "block_sizes[1]"
+
+
+def test_a_triton_kernel_has_no_facts_and_no_seeds(triton_task):
+    analysis = analyse(triton_task)
+    assert analysis.facts.all() == [] and analysis.facts.notes
+    assert seeds_for(triton_task) == []
+
+
+def _matmul(**changes):
+    base = MatmulFact(m=64, k=32, n=256, lhs_dtype="float16", rhs_dtype="float16", m_block_id=0, n_block_id=None,
+                      k_block_id=1, m_slot="block_sizes[0]", n_slot=None, k_slot="block_sizes[1]")
+    return dataclasses.replace(base, **changes)
+
+
+def _reduction(**changes):
+    base = ReductionFact(block_id=2, axis=1, extent=256, residency=RESIDENT, loop_slot=None, kinds=("sum",),
+                         input_itemsize=2, rows=64, row_slot="block_sizes[0]", over_matmul_output=True)
+    return dataclasses.replace(base, **changes)
+
+
+def test_composition_needs_exactly_one_of_each_over_the_n_axis():
+    assert compose_epilogue((_matmul(),), (_reduction(),)) is not None
+    assert compose_epilogue((), (_reduction(),)) is None  # pure reduction
+    assert compose_epilogue((_matmul(),), ()) is None  # pure matmul
+    assert compose_epilogue((_matmul(), _matmul()), (_reduction(),)) is None
+    assert compose_epilogue((_matmul(),), (_reduction(), _reduction(block_id=3))) is None
+    assert compose_epilogue((_matmul(),), (_reduction(over_matmul_output=False),)) is None
+    assert compose_epilogue((_matmul(),), (_reduction(over_matmul_output=None),)) is None  # not known: not formed
+    assert compose_epilogue((_matmul(),), (_reduction(extent=64),)) is None  # reduces M, not N
+    assert compose_epilogue((_matmul(n_block_id=5, n_slot="block_sizes[2]"),), (_reduction(),)) is None
+
+
+# -- the row rule ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("row", [1000, 4096, 32000, 50257])
-def test_seeds_are_valid_points_with_bounded_registers(row):
+def test_row_seeds_are_valid_points_with_bounded_registers(row):
     task = bind_live(get_kernel("softmax"), (16, row), torch.float16, "cpu")
     seeds = seeds_for(task)
-    assert 1 <= len(seeds) <= MAX_SEEDS
+    assert 1 <= len(seeds) <= rr.MAX_SEEDS
     keys = set()
     for seed in seeds:
         assert task.space.violations(seed.params) == []
         keys.add(task.candidate(seed.params).key)  # Helion accepts it
         p = seed.params
-        assert p["block_sizes[0]"] == 1  # one row per program
-        per_thread = p["reduction_loops[0]"] / (p["num_warps"] * 32)
-        assert per_thread <= max(ELEMENTS_PER_THREAD)
-        assert p["num_warps"] in (WARP_CHOICES_LONG if row >= LONG_ROW else WARP_CHOICES_SHORT)
-        assert seed.rule == "softmax_row" and "elements per thread" in seed.reason
-        assert seed.constants["LONG_ROW"] == LONG_ROW
+        assert p["block_sizes[0]"] in (1, rr.FEW_ROWS)
+        chunk = min(p["reduction_loops[0]"], 1 << (row - 1).bit_length())
+        assert chunk / (p["num_warps"] * 32) <= MAX_ELEMENTS_PER_THREAD
+        assert seed.rule == rr.NAME and seed.reason and seed.constants
+        assert seed.facts and isinstance(seed.facts[0], ReductionFact)
     assert len(keys) == len(seeds), "two seeds normalise to the same config"
+
+
+@pytest.fixture(scope="module")
+def long_row_task():
+    return bind_live(get_kernel("softmax"), (64, 32000), torch.float16, "cpu")
+
+
+def test_long_rows_get_the_measured_two_pass_config(long_row_task):
+    seeds = seeds_for(long_row_task)
+    padded = 32768
+    resident = seeds[0].params
+    assert resident["num_warps"] == padded // (32 * rr.RESIDENT_ELEMENTS_PER_THREAD)
+    assert resident["reduction_loops[0]"] >= 32000
+    two_pass = [s.params for s in seeds if s.params.get("load_eviction_policies[0]") == "last"]
+    assert len(two_pass) == 1
+    p = two_pass[0]
+    assert p["reduction_loops[0]"] == padded // 2 == 16384
+    assert (p["num_warps"], p["num_stages"], p["pid_type"]) == (16, 3, "flat")
+    evictions = [p[f"load_eviction_policies[{i}]"] for i in range(4)]
+    assert evictions == ["last", "last", "first", ""]  # three reads (max, sum, write); the last evicts
+
+
+def test_persistent_seed_only_with_few_rows_per_sm(long_row_task):
+    def persistent(device):
+        outcome = analyse(long_row_task, device=device).outcome
+        return [s for s in outcome.seeds if s.params["pid_type"] == rr.PERSISTENT_PID]
+
+    many_sms = DeviceLimits("many", H100.smem_per_block, sm_count=64 // rr.PERSISTENT_MAX_ROWS_PER_SM, source="test")
+    few_sms = dataclasses.replace(many_sms, sm_count=64 // rr.PERSISTENT_MAX_ROWS_PER_SM - 1)
+    (seed,) = persistent(many_sms)
+    assert seed.params["reduction_loops[0]"] == rr.PERSISTENT_CHUNK and seed.params["num_warps"] == 32
+    assert seed.params["num_sm_multiplier"] == rr.PERSISTENT_SM_MULTIPLIER
+    assert seed.params["range_multi_buffers[0]"] is True
+    assert persistent(few_sms) == []
+
+
+def test_the_row_rule_does_not_fire_on_a_matmul_epilogue(family_facts):
+    from heuristics.rules import registered_rules
+
+    row_rule = next(r for r in registered_rules() if r.name == rr.NAME)
+    assert not row_rule.applies(family_facts["matmul-softmax"])
+    assert not row_rule.applies(family_facts["matmul"])
+
+
+def test_replayed_tasks_get_the_same_seeds(helion_task):
+    replayed = dataclasses.replace(helion_task, bound=None)  # as a replay: no bound kernel
+    assert [s.params for s in seeds_for(replayed)] == [s.params for s in seeds_for(helion_task)]
 
 
 def test_heuristic_seeds_reach_the_session_seed_list(helion_task):
     seeds = collect_seeds(helion_task, None, ["heuristic"])
     assert seeds and all(origin == "heuristic" for origin, _ in seeds)
     assert [p for _, p in seeds][: len(seeds_for(helion_task))] == [s.params for s in seeds_for(helion_task)]
+
+
+def test_provenance_records_rule_reason_facts_and_constants(helion_task):
+    assert heuristic_provenance(helion_task, ["default"]) == {}
+    record = heuristic_provenance(helion_task, ["heuristic"])["heuristics"]
+    json.dumps(record)  # stored in the session's options
+    assert len(record["seeds"]) == len(seeds_for(helion_task))
+    for seed in record["seeds"]:
+        assert seed["rule"] == rr.NAME and seed["reason"] and seed["constants"]
+        assert seed["facts"][0]["fact"] == "ReductionFact" and seed["facts"][0]["extent"] == helion_task.shape[-1]
+    assert record["device"]["smem_per_block"] > 0

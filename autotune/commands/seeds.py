@@ -1,0 +1,118 @@
+"""`autotune seeds`: the facts found for a kernel and shape, what each rule made of them, the seeds.
+
+Binds the kernel to CPU tensors (no GPU needed; a GPU's space may offer more choices, so a
+seed is shown only if it is a point of the space bound here).  Device limits come from the
+GPU when there is one, else the H100 defaults the rules name.  Nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from autotune.errors import UserError
+
+NAME = "seeds"
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(NAME, help="show the heuristic facts, rules and seeds for a kernel and shape")
+    parser.add_argument("kernel")
+    parser.add_argument("--shape", required=True, help="e.g. 4096x32000, or MxKxN for the matmul kernels")
+    parser.add_argument("--dtype", default="float16")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
+    from autotune.task import bind_live
+    from heuristics import analyse, registered_rules
+
+    try:
+        spec = get_kernel(args.kernel)
+        shape = parse_shape(args.shape, spec.rank)
+        dtype = parse_dtype(args.dtype, spec.dtypes)
+    except (UnknownKernel, ValueError) as error:
+        raise UserError(error.args[0]) from None
+    task = bind_live(spec, shape, dtype, "cpu")
+    analysis = analyse(task)
+    if args.format == "json":
+        record = {"kernel": spec.name, "shape": list(shape), "dtype": task.dtype,
+                  "facts": [_fact_record(f) for f in analysis.facts.all()], **analysis.to_record()}
+        console.print(json.dumps(record, indent=2), markup=False, highlight=False, soft_wrap=True)
+        return 0
+    device = analysis.device
+    console.print(f"{spec.name} {'x'.join(map(str, shape))} {task.dtype}: device limits {device.smem_per_block} B "
+                  f"shared memory per block, {device.sm_count} SMs ({escape(device.source)})")
+    console.print(_facts_table(analysis.facts))
+    console.print(_rules_table(analysis, registered_rules()))
+    console.print(_seeds_table(task, analysis.outcome.seeds))
+    return 0
+
+
+def _fact_record(fact: Any) -> dict[str, Any]:
+    from heuristics.facts import as_record
+
+    return as_record(fact)
+
+
+def _fields(fact: Any) -> str:
+    from heuristics.facts import MatmulWithReductionEpilogueFact
+
+    if isinstance(fact, MatmulWithReductionEpilogueFact):
+        return (f"N={fact.n_extent} reduced by {'+'.join(fact.reduction.kinds) or '?'}; "
+                f"M tile {fact.matmul.m_slot}, K tile {fact.matmul.k_slot}, N {'resident' if fact.matmul.n_resident else 'tiled'}")
+    return ", ".join(f"{k}={v}" for k, v in vars(fact).items())
+
+
+def _facts_table(facts: Any) -> Table:
+    table = Table(title="facts")
+    table.add_column("fact")
+    table.add_column("fields")
+    for fact in facts.all():
+        table.add_row(type(fact).__name__, escape(_fields(fact)))
+    if facts.compiler_epilogue_fact is not None:
+        table.add_row("(Helion's own composed fact)", "formed" if facts.compiler_epilogue_fact else "not formed")
+    for note in facts.notes:
+        table.add_row("(note)", escape(note))
+    if not facts.all() and not facts.notes:
+        table.add_row("(none)", "no matmul or sized reduction found")
+    return table
+
+
+def _rules_table(analysis: Any, rules: list[Any]) -> Table:
+    outcome = analysis.outcome
+    declined = {d.rule: d.reason for d in outcome.declined}
+    counts: dict[str, int] = {}
+    for seed in outcome.seeds:
+        counts[seed.rule] = counts.get(seed.rule, 0) + 1
+    table = Table(title="rules")
+    for column in ("rule", "needs", "outcome"):
+        table.add_column(column)
+    for rule in rules:
+        if rule.name in outcome.fired:
+            result = f"fired: {counts.get(rule.name, 0)} seed(s)"
+        elif rule.name in declined:
+            result = f"declined: {declined[rule.name]}"
+        else:
+            result = "not applicable (facts absent)"
+        table.add_row(rule.name, ", ".join(rule.needs), escape(result))
+    return table
+
+
+def _seeds_table(task: Any, seeds: Any) -> Table:
+    table = Table(title="seeds (parameters that differ from the default)")
+    for column in ("#", "rule", "config", "reason"):
+        table.add_column(column)
+    for index, seed in enumerate(seeds, start=1):
+        changed = {k: v for k, v in seed.params.items() if v != task.space.default.get(k)}
+        text = ", ".join(f"{k}={v!r}" for k, v in changed.items()) or "(the default)"
+        table.add_row(str(index), seed.rule, escape(text), escape(seed.reason))
+    if not seeds:
+        table.add_row("-", "-", "no seeds", "")
+    return table

@@ -1,0 +1,228 @@
+"""Heuristic seeds against the default config, a small grid and torch, on the matmul-epilogue family.
+
+For each kernel and shape, one GPU evaluator (the project's, so every figure uses one
+timer and one accuracy check) measures: Helion's default config, every rule seed, a
+seeded random sample of a small grid (M tile x K tile x num_warps x num_stages; its best
+is "grid-best"), and the torch eager and torch.compile baselines.  Results go to a
+Markdown table (and JSON) under --out, rewritten after every kernel and shape so a cut-short
+run keeps what it measured; with --db every evaluation is also recorded as a session.
+
+    python -m experiments.heuristic_seeds --dry-run            # what would be measured (CPU is fine)
+    python -m experiments.heuristic_seeds --out experiments/reports --db cache.db
+    python -m experiments.heuristic_seeds --kernels matmul-rmsnorm,matmul-softmax --shapes 16384x512x512
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+FAMILY = ("matmul-rmsnorm", "matmul-layernorm", "matmul-softmax", "matmul-l2norm", "matmul-logsumexp",
+          "matmul-sum", "matmul-max")
+# Small N (the cap does not bite), N where K_BLOCK drops, and N near the top of the
+# feasible range for 16-bit operands (M x K x N).
+SHAPES = ("16384x512x512", "8192x1024x1024", "4096x512x4096")
+GRID_M = (16, 32, 64, 128)
+GRID_K = (16, 32, 64)
+GRID_WARPS = (4, 8)
+GRID_STAGES = (1, 3)
+
+
+def grid_points(task: Any, sample: int, seed: int) -> list[dict[str, Any]]:
+    """A seeded sample of the small grid, only points of the task's space."""
+    m_slot, k_slot = "block_sizes[0]", "block_sizes[1]"
+    points = []
+    for m, k, warps, stages in itertools.product(GRID_M, GRID_K, GRID_WARPS, GRID_STAGES):
+        params = {**task.space.default, m_slot: m, k_slot: k, "num_warps": warps, "num_stages": stages}
+        if not task.space.violations(params):
+            points.append(task.space.ordered(params))
+    random.Random(seed).shuffle(points)
+    return points[:sample]
+
+
+def plan(kernel: str, shape_text: str, dtype_text: str, device: str, sample: int, seed: int) -> dict[str, Any]:
+    """The task and the labelled candidates to measure for one kernel and shape."""
+    from autotune.kernels import get_kernel, parse_dtype, parse_shape
+    from autotune.task import bind_live
+    from heuristics import analyse
+
+    spec = get_kernel(kernel)
+    shape, dtype = parse_shape(shape_text, spec.rank), parse_dtype(dtype_text, spec.dtypes)
+    task = bind_live(spec, shape, dtype, device, seed=seed)
+    analysis = analyse(task)
+    labelled: list[tuple[str, dict[str, Any]]] = [("default", task.space.default)]
+    labelled += [(f"seed {i}: {s.rule}", s.params) for i, s in enumerate(analysis.outcome.seeds, start=1)]
+    labelled += [(f"grid {i}", p) for i, p in enumerate(grid_points(task, sample, seed), start=1)]
+    candidates, seen = [], set()
+    for label, params in labelled:
+        try:
+            candidate = task.candidate(params)
+        except ValueError as error:  # InvalidConfig: reported, not measured
+            candidates.append((label, None, str(error)))
+            continue
+        candidates.append((label, candidate, "" if candidate.key not in seen else "same config as above"))
+        seen.add(candidate.key)
+    return {"task": task, "analysis": analysis, "candidates": candidates}
+
+
+def measure(item: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """One evaluator for one kernel and shape: configs, then baselines; optionally recorded."""
+    from autotune.evaluators.gpu import GPUEvaluator
+
+    task = item["task"]
+    unique = {c.key: c for _, c, _ in item["candidates"] if c is not None}
+    started = time.time()
+    evaluator = GPUEvaluator(task.spec.name, task.shape, task.dtype, device_name=task.identity.device,
+                             compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout)
+    try:
+        results = {r.key: r for r in evaluator.evaluate(list(unique.values()))}
+        baselines = evaluator.baselines()
+    finally:
+        evaluator.close()
+    if args.db:
+        _record(args.db, item, unique, results, baselines)
+    return {"results": results, "baselines": baselines, "wall_s": time.time() - started}
+
+
+def _record(db: str, item: dict[str, Any], unique: dict[str, Any], results: dict[str, Any],
+            baselines: dict[str, Any]) -> None:
+    from autotune.cache import Cache
+
+    task = item["task"]
+    cache = Cache.open(db, create=True)
+    try:
+        cache.put_space(task.identity)
+        session = cache.start_session(
+            kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy="experiment", seed=0,
+            budget=len(unique), seconds=None, fingerprint=task.fingerprint, device=task.identity.device,
+            versions=task.identity.versions, mode="gpu",
+            options={"experiment": "heuristic_seeds", "heuristics": item["analysis"].to_record(),
+                     "labels": {c.key: label for label, c, _ in item["candidates"] if c is not None}})
+        for ordinal, (key, candidate) in enumerate(unique.items()):
+            if key in results:
+                cache.record_alias(task.fingerprint, candidate.params, candidate)
+                cache.record(session, task.fingerprint, 0, ordinal, candidate, results[key])
+        for name, result in baselines.items():
+            cache.record_baseline(session, task.fingerprint, name, result)
+        best = min((r for r in results.values() if r.ok), key=lambda r: r.objective, default=None)
+        cache.end_session(session, "completed", best.key if best else None)
+    finally:
+        cache.close()
+
+
+def _ms(result: Any) -> float | None:
+    return result.median_ms if result is not None and result.ok else None
+
+
+def _fmt(ms: float | None, status: str = "") -> str:
+    return f"{ms:.4f}" if ms is not None else (status or "-")
+
+
+def _ratio(other: float | None, seed: float | None) -> str:
+    """How many times faster the seed is (other / seed); '-' when either did not run."""
+    return f"{other / seed:.2f}x" if other and seed else "-"
+
+
+def report_rows(kernel: str, shape: str, item: dict[str, Any], measured: dict[str, Any]) -> list[dict[str, Any]]:
+    results, baselines = measured["results"], measured["baselines"]
+    by_label = {label: c for label, c, _ in item["candidates"] if c is not None}
+    default = results.get(by_label["default"].key)
+    grid = [results.get(c.key) for label, c in by_label.items() if label.startswith("grid")]
+    grid_ms = min((r.median_ms for r in grid if r is not None and r.ok), default=None)
+    torch_ms = _ms(baselines.get("torch"))
+    compiled_ms = _ms(baselines.get("torch.compile"))
+    rows = []
+    seeds = [(label, c) for label, c in by_label.items() if label.startswith("seed")]
+    declined = [d.reason for d in item["analysis"].outcome.declined]
+    for label, candidate in seeds or [("(no seed)", None)]:
+        result = results.get(candidate.key) if candidate is not None else None
+        seed_ms = _ms(result)
+        rows.append({
+            "kernel": kernel, "shape": shape, "seed": label if candidate is not None else "; ".join(declined) or "-",
+            "seed_ms": seed_ms, "seed_status": result.status.value if result is not None else "-",
+            "default_ms": _ms(default), "default_status": default.status.value if default is not None else "-",
+            "grid_ms": grid_ms, "grid_ok": sum(1 for r in grid if r is not None and r.ok), "grid_n": len(grid),
+            "torch_ms": torch_ms, "compile_ms": compiled_ms,
+        })
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], dtype: str, device: str) -> str:
+    lines = [f"# Heuristic seeds vs default, grid-best and torch ({dtype}, {device})", "",
+             "Times are medians in ms from the project's GPU evaluator (accuracy-checked against an fp64 "
+             "reference). Ratios are how many times faster the seed is (>1: the seed wins). grid-best is the "
+             "best of a seeded sample of M tile x K tile x warps x stages.", "",
+             "| kernel | MxKxN | seed | seed ms | default ms | grid-best ms (ok/n) | torch ms | torch.compile ms "
+             "| vs default | vs grid-best | vs torch | vs torch.compile |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['kernel']} | {r['shape']} | {r['seed']} | {_fmt(r['seed_ms'], r['seed_status'])} "
+            f"| {_fmt(r['default_ms'], r['default_status'])} | {_fmt(r['grid_ms'])} ({r['grid_ok']}/{r['grid_n']}) "
+            f"| {_fmt(r['torch_ms'])} | {_fmt(r['compile_ms'])} | {_ratio(r['default_ms'], r['seed_ms'])} "
+            f"| {_ratio(r['grid_ms'], r['seed_ms'])} | {_ratio(r['torch_ms'], r['seed_ms'])} "
+            f"| {_ratio(r['compile_ms'], r['seed_ms'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def dry_run(args: argparse.Namespace) -> None:
+    for kernel in args.kernels.split(","):
+        for shape in args.shapes.split(","):
+            item = plan(kernel, shape, args.dtype, "cpu", args.grid_sample, args.seed)
+            print(f"{kernel} {shape} {args.dtype}:")
+            for declined in item["analysis"].outcome.declined:
+                print(f"  declined {declined.rule}: {declined.reason}")
+            for label, candidate, note in item["candidates"]:
+                if candidate is None:
+                    print(f"  {label}: not a point of the space ({note})")
+                    continue
+                p = candidate.params
+                print(f"  {label}: M tile {p.get('block_sizes[0]')}, K tile {p.get('block_sizes[1]')}, "
+                      f"{p.get('num_warps')} warps, {p.get('num_stages')} stages {note}".rstrip())
+            print("  baselines: torch, torch.compile")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kernels", default=",".join(FAMILY))
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated MxKxN")
+    parser.add_argument("--dtype", default="float16")
+    parser.add_argument("--grid-sample", type=int, default=12, help="grid points measured per kernel and shape")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile-workers", type=int, default=None)
+    parser.add_argument("--compile-timeout", type=float, default=30.0)
+    parser.add_argument("--out", default="experiments/reports")
+    parser.add_argument("--db", default=None, help="also record every evaluation into this database")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be measured (no GPU needed)")
+    args = parser.parse_args()
+    if args.dry_run:
+        dry_run(args)
+        return
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"heuristic_seeds_{args.dtype}"
+    rows: list[dict[str, Any]] = []
+    device = "?"
+    for kernel in args.kernels.split(","):
+        for shape in args.shapes.split(","):
+            item = plan(kernel, shape, args.dtype, "cuda", args.grid_sample, args.seed)
+            device = item["task"].identity.device
+            try:
+                measured = measure(item, args)
+            except Exception as error:  # one kernel failing must not lose the others' rows
+                print(f"{kernel} {shape}: {type(error).__name__}: {error}")
+                continue
+            rows += report_rows(kernel, shape, item, measured)
+            stem.with_suffix(".md").write_text(markdown(rows, args.dtype, device))
+            stem.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+            print(f"{kernel} {shape}: {len(measured['results'])} configs in {measured['wall_s']:.0f} s")
+    print(markdown(rows, args.dtype, device))
+
+
+if __name__ == "__main__":
+    main()

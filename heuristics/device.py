@@ -1,0 +1,43 @@
+"""The device limits the rules size against: shared memory per block and SM count.
+
+Read from torch.cuda when a GPU is present; otherwise the H100's values, because the
+project's recorded measurements are from an H100 and a CPU machine proposes seeds for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Shared memory one thread block may use on the H100 (compute capability 9.0): 227 KB =
+# 232448 bytes, CUDA's `sharedMemPerBlockOptin` for sm90 (the CUDA C++ Programming Guide,
+# "Technical Specifications per Compute Capability": maximum shared memory per block 227 KB).
+H100_SMEM_PER_BLOCK_BYTES = 232448
+# Streaming multiprocessors of the H100 SXM5 (the project's measurement machine).
+H100_SM_COUNT = 132
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    name: str
+    smem_per_block: int
+    sm_count: int
+    source: str  # "torch.cuda" or "default (H100)"
+
+
+H100 = DeviceLimits(name="NVIDIA H100 (default)", smem_per_block=H100_SMEM_PER_BLOCK_BYTES,
+                    sm_count=H100_SM_COUNT, source="default (H100)")
+
+
+def current_device() -> DeviceLimits:
+    """The first CUDA device's limits, or the H100 defaults when there is no GPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return H100
+        props = torch.cuda.get_device_properties(0)
+    except Exception:  # noqa: BLE001 - a broken driver is the same as no GPU here
+        return H100
+    smem = int(getattr(props, "shared_memory_per_block_optin", 0) or H100_SMEM_PER_BLOCK_BYTES)
+    return DeviceLimits(name=str(props.name), smem_per_block=smem, sm_count=int(props.multi_processor_count),
+                        source="torch.cuda")

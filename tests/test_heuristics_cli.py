@@ -1,0 +1,63 @@
+"""`autotune seeds`: facts, rules (fired, declined, not applicable) and seeds; clean errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotune.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _wide(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "240")  # rich wraps tables at 80 columns otherwise
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["seeds", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_prints_facts_rules_and_the_seed_for_a_fused_kernel(capsys):
+    code, out, _ = run(capsys, "matmul-layernorm", "--shape", "512x256x1024")
+    assert code == 0
+    for text in ("MatmulFact", "ReductionFact", "MatmulWithReductionEpilogueFact", "mean+mean",
+                 "matmul_epilogue_resident", "fired: 1 seed(s)", "row_reduction", "not applicable",
+                 "block_sizes[1]=16", "staged"):
+        assert text in out, text
+
+
+def test_shows_why_a_rule_declined(capsys):
+    code, out, _ = run(capsys, "matmul-sum", "--shape", "64x64x4096", "--dtype", "float32")
+    assert code == 0
+    assert "declined: N=4096" in out and "shared memory per block" in out and "no seeds" in out
+
+
+def test_row_reduction_seeds_for_softmax(capsys):
+    code, out, _ = run(capsys, "softmax", "--shape", "64x32000")
+    assert code == 0
+    assert "row_reduction" in out and "fired: 6 seed(s)" in out and "half the padded row" in out
+    assert "MatmulWithReductionEpilogueFact" not in out.split("rules")[0]
+
+
+def test_json_output_is_the_recorded_provenance(capsys):
+    code, out, _ = run(capsys, "matmul-max", "--shape", "256x128x512", "--format", "json")
+    assert code == 0
+    record = json.loads(out)
+    assert [f["fact"] for f in record["facts"]] == ["MatmulFact", "ReductionFact", "MatmulWithReductionEpilogueFact"]
+    (seed,) = record["seeds"]
+    assert seed["rule"] == "matmul_epilogue_resident" and seed["params"]["block_sizes[0]"] == 64
+    assert seed["constants"]["staged_bytes"] <= seed["constants"]["staged_cap"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["nope", "--shape", "4x4"], "unknown kernel 'nope'"),
+    (["matmul-sum", "--shape", "64x64"], "this kernel takes 3"),
+    (["matmul-sum", "--shape", "64xax8"], "malformed shape"),
+    (["matmul-sum", "--shape", "64x64x64", "--dtype", "int8"], "unsupported dtype"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and message in err and err.startswith("autotune: error:") and err.count("\n") == 1
