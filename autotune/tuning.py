@@ -108,6 +108,9 @@ def run_tune(request: TuneRequest, console: Console) -> None:
     except ValueError as error:
         raise UserError(str(error)) from None
     budget = request.budget if request.budget is not None or request.seconds is not None else 60
+    if budget is not None and len(configs) > budget:  # they would be cut silently otherwise
+        raise UserError(f"{len(configs)} configs given with --config but a budget of {budget}: "
+                        "raise --budget or give fewer configs")
     settings = SessionSettings(
         strategy=request.strategy, seed=request.seed, budget=budget, seconds=request.seconds, fresh=request.fresh,
         generation_size=request.generation_size, mode="replay" if request.replay or not gpu_available() else "gpu",

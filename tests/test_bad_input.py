@@ -304,6 +304,7 @@ BAD_ARGS = {
     "tune resume 0": [*TUNE, "--resume", "0"],
     "tune resume unknown": [*TUNE, "--resume", "9"],
     "tune resume with config": [*TUNE, "--resume", "1", "--config", "{}"],
+    "tune more configs than budget": [*TUNE, "--config", "[{}, {}, {}]"],
     "tune unknown space": [*TUNE, "--space", "ffff"],
     "tune compile timeout": [*TUNE, "--compile-timeout", "-5"],
     "sessions limit 0": ["sessions", "--db", "DB", "--limit", "0"],
@@ -350,7 +351,7 @@ def test_bad_arguments_are_one_line_and_write_nothing(case, db, tmp_path, capsys
     ("tune budget -4", ["-4"]), ("tune seconds nan", ["nan"]), ("tune resume with config", ["--config", "--resume"]),
     ("check-config unknown kernel", ["nope"]), ("check-config space without db", ["--db"]),
     ("tune shape '64 x 40000'", ["64 x 40000"]), ("noise shape '+64x40000'", ["+64x40000"]),
-    ("show unknown session", ["99"]),
+    ("show unknown session", ["99"]), ("tune more configs than budget", ["3 configs", "budget of 2"]),
 ])
 def test_messages_name_the_problem(case, words, db, capsys):
     args = [str(db) if a == "DB" else a for a in BAD_ARGS[case]]
