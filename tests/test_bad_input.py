@@ -19,14 +19,15 @@ from autotune import cli
 from autotune.cache import SCHEMA_VERSION, Cache, CacheError
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel, parse_shape
+from autotune.kernels.softmax_triton import triton_space
 from autotune.session import Session, SessionSettings
 from autotune.strategies import get_strategy
 from autotune.task import bind_live
 from conftest import all_counts, hashed_cost
 
 SHAPE = "64x40000"  # wide enough rows for the Triton space's elements-per-thread limit to bind
-# One valid invocation per command with every database argument written DB (or REPLAY_DB);
-# the fault matrix below swaps one piece at a time for a bad one.
+# One valid invocation per command, its database written DB; the tests below swap one piece at
+# a time for a bad one.
 COMMANDS = {
     "kernels": ["kernels"],
     "tune": ["tune", "softmax-triton", "--shape", SHAPE, "--budget", "2", "--db", "DB", "--replay-db", "r.db"],
@@ -81,11 +82,8 @@ def db(recorded, tmp_path) -> Path:
 
 def snapshot(directory: Path) -> dict[str, str]:
     """Every file and folder under `directory` with a hash of its bytes."""
-    found = {}
-    for path in sorted(directory.rglob("*")):
-        name = str(path.relative_to(directory))
-        found[name] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
+    return {str(path.relative_to(directory)): "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in directory.rglob("*")}
 
 
 def assert_unchanged(before: dict[str, str], after: dict[str, str]) -> None:
@@ -95,9 +93,8 @@ def assert_unchanged(before: dict[str, str], after: dict[str, str]) -> None:
 
 
 def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
-    code = cli.main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+    """(exit status, stdout, stderr) of one in-process command."""
+    return cli.main(argv), *capsys.readouterr()
 
 
 def assert_one_line_error(code: int, out: str, err: str) -> str:
@@ -127,25 +124,10 @@ def test_each_command_works_on_the_recorded_database(name, db, kt_file, capsys):
         db = db.with_name("fresh.db")
         Cache.open(db, create=True).close()
     code, out, err = run_main(with_db(name, str(db), kt_file), capsys)
-    assert code == 0, err
-    assert err == ""
+    assert code == 0 and err == "", err
 
 
 # -- bad databases ------------------------------------------------------------------------------
-def _older(path: Path) -> None:
-    _set_version(path, "0")
-
-
-def _newer(path: Path) -> None:
-    _set_version(path, str(SCHEMA_VERSION + 1))
-
-
-def _set_version(path: Path, value: str) -> None:
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (value,))
-    conn.close()
-
-
 def _sql(statement: str):
     def damage(path: Path) -> None:
         conn = sqlite3.connect(path)
@@ -179,8 +161,8 @@ FAULTS = {  # name -> how a good database (already at the path) is made bad; Non
     "directory": lambda p: p.mkdir(),
     "empty file": lambda p: p.touch(),
     "foreign sqlite": _sql("CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)"),
-    "older schema": _older,
-    "newer schema": _newer,
+    "older schema": _sql("UPDATE meta SET value = '0' WHERE key = 'schema_version'"),
+    "newer schema": _sql(f"UPDATE meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'"),
     "no meta table": _sql("DROP TABLE meta"),
     "missing table": _sql("DROP TABLE aliases"),
     "missing column": _sql("ALTER TABLE sessions DROP COLUMN mode"),
@@ -227,7 +209,7 @@ def test_bad_replay_journal_is_refused_before_anything_is_written(fault, recorde
 def test_schema_versions_other_than_ours_are_refused_with_what_to_do(recorded, tmp_path, version, words):
     path = tmp_path / "v.db"
     shutil.copy(recorded, path)
-    _set_version(path, version)
+    _sql(f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")(path)
     with pytest.raises(CacheError) as info:
         Cache.open(path)
     message = str(info.value)
@@ -415,7 +397,6 @@ def test_a_bad_config_in_a_file_names_the_file_and_item(db, tmp_path, capsys):
     assert "cannot be read" in line
 
 
-
 # -- --config that fits: evaluated first, recorded, resumed ----------------------------------------
 def test_user_configs_are_evaluated_first_and_recorded(db, tmp_path, capsys):
     path = tmp_path / "mine.json"
@@ -427,7 +408,7 @@ def test_user_configs_are_evaluated_first_and_recorded(db, tmp_path, capsys):
     (session,) = journal.sessions()
     rows = journal.session_evaluations(session["id"])
     journal.close()
-    space = bind_live(get_kernel("softmax-triton"), parse_shape(SHAPE), torch.float16, "cpu").space
+    space = triton_space(parse_shape(SHAPE), torch.float16)
     given = [{"num_warps": 1}, {"BLOCK_SIZE": 512, "num_warps": 2}, {"num_stages": 4}]
     expected = [space.validate({**space.default, **g}) for g in given]
     seeds = [r.candidate.params for r in rows if r.generation == 0]
@@ -442,10 +423,7 @@ def test_resume_brings_back_the_user_configs(db, tmp_path, capsys):
 
     args = [*with_db("tune", str(db)), "--budget", "3", "--config", '{"num_warps": 16}']
     assert run_main(args, capsys)[0] == 0
-    conn = sqlite3.connect(tmp_path / "r.db")
-    conn.execute("UPDATE sessions SET exit_reason = 'interrupted'")  # as if killed
-    conn.commit()
-    conn.close()
+    _sql("UPDATE sessions SET exit_reason = 'interrupted'")(tmp_path / "r.db")  # as if killed
     request = TuneRequest(kernel=None, shape=None, dtype="float16", strategy="random", budget=None, seconds=None,
                           seed=0, generation_size=None, db=db, replay=True, replay_db=tmp_path / "r.db", space=None,
                           fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=1)
@@ -455,7 +433,7 @@ def test_resume_brings_back_the_user_configs(db, tmp_path, capsys):
 
 # -- check-config on configs that fit ------------------------------------------------------------
 def test_check_config_completes_from_the_default_and_shows_the_native_form(db, capsys):
-    space = bind_live(get_kernel("softmax-triton"), parse_shape(SHAPE), torch.float16, "cpu").space
+    space = triton_space(parse_shape(SHAPE), torch.float16)
     for extra in ([], ["--db", str(db)]):
         code, out, err = run_main([*CHECK, "--config", '{"num_warps": 4.0}', "--format", "json", *extra], capsys)
         assert code == 0, err
@@ -504,10 +482,7 @@ def test_sessions_show_device_toolchain_and_where_the_data_came_from(db, kt_file
 
 
 def test_recorded_text_is_never_read_as_markup(db, capsys):
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE sessions SET kernel = '[/bold] [red]x', device = '[link=file:///etc/passwd]gpu'")
-    conn.commit()
-    conn.close()
+    _sql("UPDATE sessions SET kernel = '[/bold] [red]x', device = '[link=file:///etc/passwd]gpu'")(db)
     code, out, err = run_main(["sessions", "--db", str(db), "--wide"], capsys)
     assert code == 0, err
     assert "[/bold]" in out and "[red]x" in out and "[link=file:///etc/passwd]gpu" in out
