@@ -93,10 +93,10 @@ def facts_from_bound(kernel: str, shape: tuple[int, ...], dtype: str, bound: Any
                 row_slot=row_slot,
                 over_matmul_output=_flows_from_matmul(nodes, graphs) if graphs is not None else None,
             ))
-    matmuls_t, reductions_t = matmuls, tuple(reductions)
+    found = tuple(reductions)
     compiler_fact = bool(getattr(spec, "matmul_reduction_epilogue_facts", None))
-    return KernelFacts(kernel=kernel, shape=shape, dtype=dtype, matmuls=matmuls_t, reductions=reductions_t,
-                       epilogue=compose_epilogue(matmuls_t, reductions_t), compiler_epilogue_fact=compiler_fact,
+    return KernelFacts(kernel=kernel, shape=shape, dtype=dtype, matmuls=matmuls, reductions=found,
+                       epilogue=compose_epilogue(matmuls, found), compiler_epilogue_fact=compiler_fact,
                        notes=tuple(notes))
 
 

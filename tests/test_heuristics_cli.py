@@ -61,3 +61,29 @@ def test_json_output_is_the_recorded_provenance(capsys):
 def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
     code, out, err = run(capsys, *args)
     assert code == 2 and message in err and err.startswith("autotune: error:") and err.count("\n") == 1
+
+
+def test_a_heuristic_seeded_session_records_where_its_seeds_came_from(tmp_path, capsys):
+    """A replay of the shipped H100 measurements, seeded by the rules: the session's options
+    hold every heuristic seed's rule, reason, facts and constants."""
+    import shutil
+
+    from autotune.cache import Cache
+    from conftest import REPO
+
+    shutil.copy(REPO / "cache.db", tmp_path / "measured.db")
+    code = main(["tune", "softmax", "--shape", "1024x50257", "--seed-from", "heuristic", "--budget", "2", "--replay",
+                 "--db", str(tmp_path / "measured.db"), "--replay-db", str(tmp_path / "r.db")])
+    capsys.readouterr()
+    assert code == 0
+    cache = Cache.open(tmp_path / "r.db")
+    try:
+        options = cache.session(1)["options"]
+    finally:
+        cache.close()
+    record = options["heuristics"]
+    assert record["seeds"] and options["seeds"].count("heuristic") >= len(record["seeds"])
+    for seed in record["seeds"]:
+        assert seed["rule"] == "row_reduction" and seed["reason"] and seed["constants"]
+        assert seed["facts"][0]["extent"] == 50257 and seed["facts"][0]["rows"] == 1024
+    assert any(s["params"]["pid_type"] == "persistent_interleaved" for s in record["seeds"])  # 1024 rows, 132 SMs

@@ -103,7 +103,7 @@ def test_where_the_cap_starts_to_bite_k_block_drops_first(bound):
     m = expected_m_block(n, itemsize)
     assert footprint(3, 32, m, n, itemsize) > CAP  # why it dropped
     assert p["block_sizes[0]"] == m and p["block_sizes[1]"] == 16
-    expected_stages = 3 if footprint(3, 16, m, n, itemsize) <= CAP else 2 if footprint(2, 16, m, n, itemsize) <= CAP else 1
+    expected_stages = next(s for s in (3, 2, 1) if footprint(s, 16, m, n, itemsize) <= CAP)
     assert p["num_stages"] == expected_stages
     assert seed.constants["staged_bytes"] == footprint(p["num_stages"], 16, m, n, itemsize) <= CAP
 

@@ -65,8 +65,9 @@ def _fields(fact: Any) -> str:
     from heuristics.facts import MatmulWithReductionEpilogueFact
 
     if isinstance(fact, MatmulWithReductionEpilogueFact):
+        n_form = "resident" if fact.matmul.n_resident else "tiled"
         return (f"N={fact.n_extent} reduced by {'+'.join(fact.reduction.kinds) or '?'}; "
-                f"M tile {fact.matmul.m_slot}, K tile {fact.matmul.k_slot}, N {'resident' if fact.matmul.n_resident else 'tiled'}")
+                f"M tile {fact.matmul.m_slot}, K tile {fact.matmul.k_slot}, N {n_form}")
     return ", ".join(f"{k}={v}" for k, v in vars(fact).items())
 
 
