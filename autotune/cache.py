@@ -266,6 +266,48 @@ class Cache:
                       c.key) for _, _, c, _ in rows],
                 )
 
+    def merge_from(self, path: str | Path) -> dict[str, int]:
+        """Copy every space, session, evaluation, baseline and alias of another database into this one.
+
+        Why: measurements are made on GPU machines into copies of a database and must come home
+        without renumbering by hand.  Sessions get new ids here; a session already present
+        (same space, strategy, seed, device and start time) is skipped, so merging twice adds
+        nothing.  One transaction: a failure leaves this database as it was.
+        """
+        other = Cache.open(path)  # refuses missing, foreign and other-schema files with a clear message
+        other.close()
+        counts = {"sessions": 0, "evaluations": 0, "baselines": 0, "skipped_sessions": 0}
+        conn = self.db.conn
+        conn.execute("ATTACH DATABASE ? AS other", (str(path),))
+        try:
+            with _transaction(conn):
+                conn.execute("INSERT OR IGNORE INTO spaces SELECT * FROM other.spaces")
+                conn.execute("INSERT OR IGNORE INTO aliases SELECT * FROM other.aliases")
+                columns = [c for c in self._columns("sessions") if c != "id"]
+                listed = ", ".join(columns)
+                for row in conn.execute(f"SELECT id, {listed} FROM other.sessions ORDER BY id").fetchall():
+                    old_id, values = row[0], dict(zip(columns, row[1:]))
+                    duplicate = conn.execute(
+                        "SELECT id FROM sessions WHERE space_fingerprint=? AND strategy=? AND seed IS ? AND device=?"
+                        " AND started=?", (values["space_fingerprint"], values["strategy"], values["seed"],
+                                           values["device"], values["started"])).fetchone()
+                    if duplicate:
+                        counts["skipped_sessions"] += 1
+                        continue
+                    new_id = conn.execute(f"INSERT INTO sessions({listed}) VALUES ({', '.join('?' * len(columns))})",
+                                          tuple(values[c] for c in columns)).lastrowid
+                    counts["sessions"] += 1
+                    for table in ("evaluations", "baselines"):
+                        cols = [c for c in self._columns(table) if c not in ("id", "session_id")]
+                        names = ", ".join(cols)
+                        cursor = conn.execute(
+                            f"INSERT INTO {table}(session_id, {names}) SELECT ?, {names} FROM other.{table}"
+                            f" WHERE session_id = ? ORDER BY id", (new_id, old_id))
+                        counts[table] += cursor.rowcount
+        finally:
+            conn.execute("DETACH DATABASE other")
+        return counts
+
     def record_alias(self, fingerprint: str, raw: Mapping[str, Any], candidate: Candidate) -> None:
         """Remember which normalised config a raw point became (replay needs this off the GPU)."""
         self._write(

@@ -39,6 +39,7 @@ COMMANDS = {
     "export-space": ["export-space", "--session", "1", "--db", "DB"],
     "import-space": ["import-space", "KT", "--db", "DB"],  # KT: a Kernel Tuner file made by export-space
     "seeds": ["seeds", "softmax-triton", "--shape", SHAPE],
+    "merge": ["merge", "DB", "--into", "merged.db"],
 }
 WITH_DB = [name for name, args in COMMANDS.items() if "DB" in args]
 CREATES_DB = {"import-space"}  # a missing or empty --db is where it creates the database

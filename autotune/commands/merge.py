@@ -1,0 +1,52 @@
+"""`autotune merge SOURCE... [--into cache.db]`: bring measurements made elsewhere home.
+
+Typical use: tune on a GPU machine into a copy of cache.db, copy it back, merge it.  Sessions
+are renumbered; merging the same file twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from autotune.cache import Cache
+from autotune.errors import UserError
+
+NAME = "merge"
+
+
+def add_parser(subparsers: Any) -> None:
+    sub = subparsers.add_parser(NAME, help="copy the sessions of other databases into one")
+    sub.add_argument("sources", nargs="+", help="databases to copy from")
+    sub.add_argument("--into", default="cache.db",
+                     help="the database that receives them, created if missing (default: cache.db)")
+
+
+def run(args: argparse.Namespace, console: Any) -> int:
+    target = Path(args.into)
+    for source in args.sources:
+        if Path(source).resolve() == target.resolve():
+            raise UserError(f"cannot merge {source} into itself")
+    for source in args.sources:  # check every source before changing anything
+        Cache.open(source).close()
+    created = not target.exists()
+    cache = Cache.open(target, create=True)
+    try:
+        for source in args.sources:
+            try:
+                counts = cache.merge_from(source)
+            except sqlite3.DatabaseError as error:  # damage found only once the rows are read
+                raise UserError(f"merging {source} into {target} failed, nothing of it was merged: {error} "
+                                f"(sqlite3 FILE 'PRAGMA integrity_check' shows which file is damaged)") from None
+            console.print(f"{source}: {counts['sessions']} session(s), {counts['evaluations']} evaluation(s), "
+                          f"{counts['baselines']} baseline(s) merged into {target}; "
+                          f"{counts['skipped_sessions']} session(s) already there")
+            created = False
+    finally:
+        cache.close()
+        if created:  # a database made for a merge that failed is not left behind
+            for path in (target, Path(f"{target}-wal"), Path(f"{target}-shm")):
+                path.unlink(missing_ok=True)
+    return 0
