@@ -5,7 +5,8 @@ timer and one accuracy check) measures: Helion's default config, every rule seed
 seeded random sample of a small grid (M tile x K tile x num_warps x num_stages; its best
 is "grid-best"), and the torch eager and torch.compile baselines.  Results go to a
 Markdown table (and JSON) under --out, rewritten after every kernel and shape so a cut-short
-run keeps what it measured; with --db every evaluation is also recorded as a session.
+run keeps what it measured, and rows of earlier runs for other kernels or shapes are kept (so
+the experiment can be run in parts); with --db every evaluation is also recorded as a session.
 
     python -m experiments.heuristic_seeds --dry-run            # what would be measured (CPU is fine)
     python -m experiments.heuristic_seeds --out experiments/reports --db cache.db
@@ -192,13 +193,14 @@ def main() -> None:
     parser.add_argument("--kernels", default=",".join(FAMILY))
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated MxKxN")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--grid-sample", type=int, default=12, help="grid points measured per kernel and shape")
+    parser.add_argument("--grid-sample", type=int, default=8, help="grid points measured per kernel and shape")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile-workers", type=int, default=None)
     parser.add_argument("--compile-timeout", type=float, default=30.0)
     parser.add_argument("--out", default="experiments/reports")
     parser.add_argument("--db", default=None, help="also record every evaluation into this database")
     parser.add_argument("--dry-run", action="store_true", help="list what would be measured (no GPU needed)")
+    parser.add_argument("--device", default="cuda", help="where the kernels are bound for planning")
     args = parser.parse_args()
     if args.dry_run:
         dry_run(args)
@@ -206,11 +208,13 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"heuristic_seeds_{args.dtype}"
+    # Rows of earlier runs (other kernels or shapes) are kept, so the experiment can be run in parts.
+    earlier = json.loads(stem.with_suffix(".json").read_text()) if stem.with_suffix(".json").exists() else []
     rows: list[dict[str, Any]] = []
     device = "?"
     for kernel in args.kernels.split(","):
         for shape in args.shapes.split(","):
-            item = plan(kernel, shape, args.dtype, "cuda", args.grid_sample, args.seed)
+            item = plan(kernel, shape, args.dtype, args.device, args.grid_sample, args.seed)
             device = item["task"].identity.device
             try:
                 measured = measure(item, args)
@@ -218,8 +222,10 @@ def main() -> None:
                 print(f"{kernel} {shape}: {type(error).__name__}: {error}")
                 continue
             rows += report_rows(kernel, shape, item, measured)
-            stem.with_suffix(".md").write_text(markdown(rows, args.dtype, device))
-            stem.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+            done = {(r["kernel"], r["shape"]) for r in rows}
+            merged = [r for r in earlier if (r["kernel"], r["shape"]) not in done] + rows
+            stem.with_suffix(".md").write_text(markdown(merged, args.dtype, device))
+            stem.with_suffix(".json").write_text(json.dumps(merged, indent=1))
             print(f"{kernel} {shape}: {len(measured['results'])} configs in {measured['wall_s']:.0f} s")
     print(markdown(rows, args.dtype, device))
 
