@@ -17,6 +17,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "helion-pattern": ("autotune.strategies.helion_search", "HelionPatternSearch"),
     "pattern": ("autotune.strategies.pattern", "PatternSearch"),
     "random": ("autotune.strategies.random_search", "RandomSearch"),
+    "surrogate": ("autotune.strategies.surrogate", "SurrogateSearch"),
     "tpe": ("autotune.strategies.optuna_search", "TPESearch"),
 }
 

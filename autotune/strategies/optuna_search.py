@@ -55,6 +55,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import TrialState
 
 from autotune.strategies.base import Observation, Strategy
+from autotune.strategies.encoding import MemberIndex
 from autotune.types import Params
 from search_spaces.parameters import Choice, Integer, Ordinal, Parameter, PowerOfTwo
 from search_spaces.space import InvalidConfig, SearchSpace, iter_grid, params_key
@@ -127,6 +128,7 @@ class OptunaSearch(Strategy):
         self._trials: dict[str, int | None] = {}  # params_key -> trial number (None: added finished)
         self._grid: list[Params] | None = None
         self._exhausted = False
+        self._members = MemberIndex(space) if space.members is not None else None
 
     def make_sampler(self) -> optuna.samplers.BaseSampler:
         raise NotImplementedError
@@ -155,6 +157,8 @@ class OptunaSearch(Strategy):
                 return self._propose(seed)
         if self._exhausted:
             return None
+        if self._members is not None:
+            return self._next_member()
         for _ in range(self.model_draws):
             trial = self.study.ask(self.distributions)
             point = self.decode(trial.params)
@@ -165,6 +169,26 @@ class OptunaSearch(Strategy):
             self.study.tell(trial, state=TrialState.FAIL)
         point = self._fallback()
         return None if point is None else self._propose(point)
+
+    def _next_member(self) -> Params | None:
+        """Finite spaces: the model's proposal, or the unasked listed point nearest to it.
+
+        A recorded space lists few of its product's points, so most proposals are not among
+        them; rejecting them would leave only random fallbacks.  The proposal is snapped to
+        the closest open point instead, which becomes the trial the model learns from.
+        """
+        assert self._members is not None
+        trial = self.study.ask(self.distributions)
+        point = self.decode(trial.params)
+        if not self.was_asked(point) and self.space.is_member(point):
+            return self._accept(point, trial.number)
+        trial.set_user_attr("rejected", "snapped to the nearest listed point")
+        self.study.tell(trial, state=TrialState.FAIL)
+        snapped = self._members.nearest_open(point)
+        if snapped is None:
+            self._exhausted = True
+            return None
+        return self._propose(snapped)
 
     def _fallback(self) -> Params | None:
         """A random valid point not asked yet (every one left, for small spaces), or None."""
@@ -193,6 +217,8 @@ class OptunaSearch(Strategy):
 
     def _accept(self, point: Params, number: int) -> Params:
         self.mark_asked(point)
+        if self._members is not None:
+            self._members.close(point)
         self._trials[params_key(point)] = number
         return point
 
@@ -200,6 +226,8 @@ class OptunaSearch(Strategy):
     def tell(self, observations: Sequence[Observation]) -> None:
         for params, result in observations:
             key = params_key(params)
+            if self._members is not None:
+                self._members.close(params)
             value = result.objective
             finite = math.isfinite(value)
             if key not in self._trials:

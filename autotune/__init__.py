@@ -1,0 +1,1 @@
+"""autotune: tuning sessions, strategies, evaluators, the measurement cache and the CLI."""
