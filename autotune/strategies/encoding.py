@@ -18,6 +18,12 @@ class PointEncoder:
     def __init__(self, space: SearchSpace) -> None:
         self.space = space
         self._index = [{canonical_json(v): i for i, v in enumerate(p.values())} for p in space.parameters]
+        self.groups: list[slice] = []  # the columns of each parameter
+        start = 0
+        for parameter, index in zip(space.parameters, self._index):
+            width = 1 if parameter.ordered else len(index)
+            self.groups.append(slice(start, start + width))
+            start += width
 
     def encode_all(self, points: Sequence[Mapping]) -> np.ndarray:
         """One row per point; raises KeyError for a value that is not in the space."""

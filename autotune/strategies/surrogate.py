@@ -35,6 +35,9 @@ FAILURE_PENALTY = 0.5  # log-time units above the worst success
 POOL_SIZE = 2000  # random candidates per generation for unbounded spaces
 POOL_NEIGHBOURS_OF = 5  # plus the neighbours of this many best points
 EXPLORATION = 0.01  # EI's improvement margin, in standardised units
+ARD_FACTORS = (0.5, 2.0)  # per-parameter length-scale moves tried in each coordinate sweep
+ARD_SWEEPS = 2
+SHORTLIST = 256  # candidates kept after the first scoring of a generation
 
 
 class SurrogateSearch(Strategy):
@@ -80,8 +83,13 @@ class SurrogateSearch(Strategy):
             return []
         chosen: list[Params] = []
         x, y = self._training_set()
+        model = _GaussianProcess.fit(x, y, self._encoder.groups)
+        if len(points) > SHORTLIST:  # score everything once, then build the batch among the best
+            mean, std = model.predict(candidates)
+            keep = np.argsort(-_expected_improvement(mean, std, y.min() - EXPLORATION))[:SHORTLIST]
+            candidates, points = candidates[keep], [points[i] for i in keep]
         for _ in range(min(n, len(points))):
-            model = _GaussianProcess.fit(x, y)
+            model = model.refit(x, y)
             mean, std = model.predict(candidates)
             best = y.min()
             score = _expected_improvement(mean, std, best - EXPLORATION)
@@ -149,32 +157,63 @@ class SurrogateSearch(Strategy):
 class _GaussianProcess:
     """Zero-mean GP, Matern 5/2, hyperparameters by marginal likelihood over a small grid."""
 
-    def __init__(self, x: np.ndarray, length: float, noise: float, factor: np.ndarray, alpha: np.ndarray) -> None:
-        self.x, self.length, self.noise, self.factor, self.alpha = x, length, noise, factor, alpha
+    def __init__(self, x: np.ndarray, weights: np.ndarray, noise: float, factor: np.ndarray,
+                 alpha: np.ndarray) -> None:
+        self.x, self.weights, self.noise, self.factor, self.alpha = x, weights, noise, factor, alpha
 
     @classmethod
-    def fit(cls, x: np.ndarray, y: np.ndarray) -> "_GaussianProcess":
+    def fit(cls, x: np.ndarray, y: np.ndarray, groups: Sequence[slice] = ()) -> "_GaussianProcess":
+        """Pick one length scale per parameter (its columns share it) by coordinate search."""
         dims = max(x.shape[1], 1)
-        distances = _distances(x, x)
-        best: tuple[float, _GaussianProcess] | None = None
-        for relative in LENGTH_SCALES:
-            length = relative * math.sqrt(dims)
-            correlation = _matern52(distances / length)
-            for noise in NOISE_LEVELS:
-                try:
-                    factor = np.linalg.cholesky(correlation + noise * np.eye(len(x)))
-                except np.linalg.LinAlgError:
-                    continue
-                alpha = np.linalg.solve(factor.T, np.linalg.solve(factor, y))
-                evidence = -0.5 * y @ alpha - np.log(np.diag(factor)).sum()
-                if best is None or evidence > best[0]:
-                    best = (evidence, cls(x, length, noise, factor, alpha))
-        if best is None:
-            raise np.linalg.LinAlgError("no Gaussian process fit")
+        groups = list(groups) or [slice(0, dims)]
+        base = math.sqrt(dims)
+        scales = np.full(len(groups), LENGTH_SCALES[1] * base)
+        best = cls._best_noise(x, y, groups, scales)
+        for relative in LENGTH_SCALES:  # a good isotropic start
+            trial = np.full(len(groups), relative * base)
+            candidate = cls._best_noise(x, y, groups, trial)
+            if candidate[0] > best[0]:
+                best, scales = candidate, trial
+        for _sweep in range(ARD_SWEEPS):
+            for g in range(len(groups)):
+                for factor in ARD_FACTORS:
+                    trial = scales.copy()
+                    trial[g] = scales[g] * factor
+                    candidate = cls._best_noise(x, y, groups, trial)
+                    if candidate[0] > best[0] + 1e-9:
+                        best, scales = candidate, trial
         return best[1]
 
+    @classmethod
+    def _best_noise(cls, x: np.ndarray, y: np.ndarray, groups: Sequence[slice],
+                    scales: np.ndarray) -> tuple[float, "_GaussianProcess"]:
+        weights = np.empty(x.shape[1])
+        for group, scale in zip(groups, scales):
+            weights[group] = 1.0 / scale
+        correlation = _matern52(_distances(x * weights, x * weights))
+        best: tuple[float, _GaussianProcess] | None = None
+        for noise in NOISE_LEVELS:
+            try:
+                factor = np.linalg.cholesky(correlation + noise * np.eye(len(x)))
+            except np.linalg.LinAlgError:
+                continue
+            alpha = np.linalg.solve(factor.T, np.linalg.solve(factor, y))
+            evidence = float(-0.5 * y @ alpha - np.log(np.diag(factor)).sum())
+            if best is None or evidence > best[0]:
+                best = (evidence, cls(x * weights, weights, noise, factor, alpha))
+        if best is None:
+            raise np.linalg.LinAlgError("no Gaussian process fit")
+        return best
+
+    def refit(self, x: np.ndarray, y: np.ndarray) -> "_GaussianProcess":
+        """The same hyperparameters on new data (the batch's believed points)."""
+        scaled = x * self.weights
+        factor = np.linalg.cholesky(_matern52(_distances(scaled, scaled)) + self.noise * np.eye(len(x)))
+        alpha = np.linalg.solve(factor.T, np.linalg.solve(factor, y))
+        return _GaussianProcess(scaled, self.weights, self.noise, factor, alpha)
+
     def predict(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        cross = _matern52(_distances(points, self.x) / self.length)
+        cross = _matern52(_distances(points * self.weights, self.x))
         mean = cross @ self.alpha
         solved = np.linalg.solve(self.factor, cross.T)
         variance = np.clip(1.0 - (solved * solved).sum(axis=0), 1e-12, None)
