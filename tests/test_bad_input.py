@@ -40,6 +40,7 @@ COMMANDS = {
     "import-space": ["import-space", "KT", "--db", "DB"],  # KT: a Kernel Tuner file made by export-space
     "seeds": ["seeds", "softmax-triton", "--shape", SHAPE],
     "merge": ["merge", "DB", "--into", "merged.db"],
+    "simulate": ["simulate", "softmax-triton", "--shape", SHAPE, "--db", "DB", "--repeats", "1", "--budget", "2"],
 }
 WITH_DB = [name for name, args in COMMANDS.items() if "DB" in args]
 CREATES_DB = {"import-space"}  # a missing or empty --db is where it creates the database

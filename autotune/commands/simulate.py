@@ -86,7 +86,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
         payload = {"space": record.fingerprint, "label": recorded.label, "optimum_ms": optimum,
                    "recorded": len(recorded.outcomes), "valid": recorded.valid_count, "repeats": args.repeats,
                    "budget": args.budget, "seed": args.seed, "summaries": [summary_dict(s) for s in summaries]}
-        Path(args.json).write_text(json.dumps(payload, indent=1, default=_json_number))
+        Path(args.json).write_text(json.dumps(_finite(payload), indent=1, allow_nan=False))
         console.print(f"figures written to {args.json}")
     return 0
 
@@ -170,5 +170,12 @@ def summary_dict(summary: StrategySummary) -> dict[str, Any]:
     }
 
 
-def _json_number(value: Any) -> Any:
-    return None if isinstance(value, float) and not math.isfinite(value) else value
+def _finite(value: Any) -> Any:
+    """The payload with NaN and infinities as null, so any JSON reader takes the file."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -54,6 +54,7 @@ class SurrogateSearch(Strategy):
         self._member_keys = [params_key(m) for m in space.members] if space.members is not None else None
         self._x: list[np.ndarray] = []
         self._y: list[float | None] = []  # log ms, None for failures
+        self._hyper: tuple[np.ndarray, float] | None = None  # last generation's length scales and noise
 
     def encode_all(self, points: Sequence[Params]) -> np.ndarray:
         return self._encoder.encode_all(points)
@@ -83,7 +84,8 @@ class SurrogateSearch(Strategy):
             return []
         chosen: list[Params] = []
         x, y = self._training_set()
-        model = _GaussianProcess.fit(x, y, self._encoder.groups)
+        model = _GaussianProcess.fit(x, y, self._encoder.groups, self._hyper)
+        self._hyper = (model.scales, model.noise)
         if len(points) > SHORTLIST:  # score everything once, then build the batch among the best
             mean, std = model.predict(candidates)
             keep = np.argsort(-_expected_improvement(mean, std, y.min() - EXPLORATION))[:SHORTLIST]
@@ -157,60 +159,61 @@ class SurrogateSearch(Strategy):
 class _GaussianProcess:
     """Zero-mean GP, Matern 5/2, hyperparameters by marginal likelihood over a small grid."""
 
-    def __init__(self, x: np.ndarray, weights: np.ndarray, noise: float, factor: np.ndarray,
+    def __init__(self, x: np.ndarray, weights: np.ndarray, scales: np.ndarray, noise: float, factor: np.ndarray,
                  alpha: np.ndarray) -> None:
-        self.x, self.weights, self.noise, self.factor, self.alpha = x, weights, noise, factor, alpha
+        self.x, self.weights, self.scales, self.noise = x, weights, scales, noise
+        self.factor, self.alpha = factor, alpha
 
     @classmethod
-    def fit(cls, x: np.ndarray, y: np.ndarray, groups: Sequence[slice] = ()) -> "_GaussianProcess":
-        """Pick one length scale per parameter (its columns share it) by coordinate search."""
+    def fit(cls, x: np.ndarray, y: np.ndarray, groups: Sequence[slice] = (),
+            start: tuple[np.ndarray, float] | None = None) -> "_GaussianProcess":
+        """One length scale per parameter (its columns share it) and a noise level, by marginal likelihood.
+
+        From scratch: the best isotropic scale of a small grid, then coordinate moves.  Warm
+        (`start`, the previous generation's choice): one sweep of moves around it, which is
+        what keeps a run of hundreds of evaluations fast.
+        """
         dims = max(x.shape[1], 1)
         groups = list(groups) or [slice(0, dims)]
-        base = math.sqrt(dims)
-        scales = np.full(len(groups), LENGTH_SCALES[1] * base)
-        best = cls._best_noise(x, y, groups, scales)
-        for relative in LENGTH_SCALES:  # a good isotropic start
-            trial = np.full(len(groups), relative * base)
-            candidate = cls._best_noise(x, y, groups, trial)
-            if candidate[0] > best[0]:
-                best, scales = candidate, trial
-        for _sweep in range(ARD_SWEEPS):
+        if start is None:
+            candidates = [(np.full(len(groups), r * math.sqrt(dims)), noise) for r in LENGTH_SCALES
+                          for noise in NOISE_LEVELS]
+            sweeps = ARD_SWEEPS
+        else:
+            candidates = [(start[0], noise) for noise in NOISE_LEVELS]
+            sweeps = 1
+        best = max((cls._evidence(x, y, groups, scales, noise) for scales, noise in candidates), key=lambda c: c[0])
+        for _sweep in range(sweeps):
             for g in range(len(groups)):
                 for factor in ARD_FACTORS:
-                    trial = scales.copy()
-                    trial[g] = scales[g] * factor
-                    candidate = cls._best_noise(x, y, groups, trial)
+                    scales = best[1].scales.copy()
+                    scales[g] *= factor
+                    candidate = cls._evidence(x, y, groups, scales, best[1].noise)
                     if candidate[0] > best[0] + 1e-9:
-                        best, scales = candidate, trial
+                        best = candidate
         return best[1]
 
     @classmethod
-    def _best_noise(cls, x: np.ndarray, y: np.ndarray, groups: Sequence[slice],
-                    scales: np.ndarray) -> tuple[float, "_GaussianProcess"]:
+    def _evidence(cls, x: np.ndarray, y: np.ndarray, groups: Sequence[slice], scales: np.ndarray,
+                  noise: float) -> tuple[float, "_GaussianProcess"]:
         weights = np.empty(x.shape[1])
         for group, scale in zip(groups, scales):
             weights[group] = 1.0 / scale
-        correlation = _matern52(_distances(x * weights, x * weights))
-        best: tuple[float, _GaussianProcess] | None = None
-        for noise in NOISE_LEVELS:
-            try:
-                factor = np.linalg.cholesky(correlation + noise * np.eye(len(x)))
-            except np.linalg.LinAlgError:
-                continue
-            alpha = np.linalg.solve(factor.T, np.linalg.solve(factor, y))
-            evidence = float(-0.5 * y @ alpha - np.log(np.diag(factor)).sum())
-            if best is None or evidence > best[0]:
-                best = (evidence, cls(x * weights, weights, noise, factor, alpha))
-        if best is None:
-            raise np.linalg.LinAlgError("no Gaussian process fit")
-        return best
+        scaled = x * weights
+        try:
+            factor = np.linalg.cholesky(_matern52(_distances(scaled, scaled)) + noise * np.eye(len(x)))
+        except np.linalg.LinAlgError:
+            return -math.inf, cls(scaled, weights, scales, noise, np.eye(len(x)), np.zeros(len(x)))
+        alpha = np.linalg.solve(factor.T, np.linalg.solve(factor, y))
+        evidence = float(-0.5 * y @ alpha - np.log(np.diag(factor)).sum())
+        return evidence, cls(scaled, weights, scales, noise, factor, alpha)
 
     def refit(self, x: np.ndarray, y: np.ndarray) -> "_GaussianProcess":
         """The same hyperparameters on new data (the batch's believed points)."""
         scaled = x * self.weights
         factor = np.linalg.cholesky(_matern52(_distances(scaled, scaled)) + self.noise * np.eye(len(x)))
         alpha = np.linalg.solve(factor.T, np.linalg.solve(factor, y))
-        return _GaussianProcess(scaled, self.weights, self.noise, factor, alpha)
+        return _GaussianProcess(scaled, self.weights, self.scales, self.noise, factor, alpha)
 
     def predict(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cross = _matern52(_distances(points * self.weights, self.x))
