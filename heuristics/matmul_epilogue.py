@@ -35,7 +35,7 @@ NAME = "matmul_epilogue_resident"
 # Bytes of registers the fp32 [M_BLOCK, N] accumulator may take: half of the H100's 256 KB
 # register file per SM (65536 32-bit registers), the budget (ACC_BUDGET_BYTES = 128 KiB)
 # that Helion PR #2846 measured on the H100: its seeds beat Helion's default 1.3-2.4x at
-# N <= 512 and 1.55-29.7x at larger N (seed 004).
+# N <= 512 and 1.55-29.7x at larger N.
 ACC_REGISTER_BUDGET_BYTES = 131072
 # The whole register file of one SM (H100: 65536 x 4 bytes).  An accumulator larger than
 # this cannot stay in registers at the smallest M_BLOCK: the rule declines.

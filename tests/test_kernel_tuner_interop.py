@@ -26,7 +26,7 @@ from search_spaces.parameters import Choice, Integer, PowerOfTwo
 from search_spaces.space import SearchSpace, config_key
 from conftest import REPO, table_count
 
-HUB = Path("/work/shared/spaces/benchmark_hub")
+HUB = Path(__file__).resolve().parents[1] / "data" / "benchmark_hub"
 needs_hub = pytest.mark.skipif(not HUB.is_dir(), reason="benchmark_hub spaces not present")
 
 # Counts stated in the hub's README.md.

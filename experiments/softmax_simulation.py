@@ -1,0 +1,85 @@
+"""Strategies compared on the recorded Helion softmax spaces, by simulation (CPU only).
+
+For each recorded space (Helion softmax at 4096x32000 and 1024x50257, Helion online softmax at
+4096x32000, all fp16 on the H100), every strategy runs `--repeats` times against the recorded
+configs as an oracle (see `autotune.simulation.oracle`).  Writes a Markdown report with one
+table and one convergence plot per space.
+
+    python -m experiments.softmax_simulation                      # 100 repeats, budget 200
+    python -m experiments.softmax_simulation --repeats 10 --out runs/sim
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+from autotune.cache import Cache
+from autotune.simulation.oracle import RecordedSpace
+from autotune.simulation.plot import convergence_plot
+from autotune.simulation.runner import simulate
+from autotune.simulation.stats import THRESHOLDS, summarise
+
+SPACES = (("softmax", (4096, 32000)), ("softmax", (1024, 50257)), ("softmax-online", (4096, 32000)))
+STRATEGIES = "random,pattern,tpe,surrogate"
+SLOW = {"gp": 3}  # strategies too slow for every repeat: run this many repeats instead
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", default="cache.db")
+    parser.add_argument("--strategies", default=STRATEGIES + ",gp")
+    parser.add_argument("--repeats", type=int, default=100)
+    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--out", default="experiments/reports")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cache = Cache.open(args.db)
+    lines = ["# Search strategies on the recorded softmax spaces (simulated)", "",
+             f"Each strategy ran {args.repeats} times (seeds 0..{args.repeats - 1}; "
+             + ", ".join(f"{k}: {v} runs, it is slow" for k, v in SLOW.items())
+             + f") with a budget of {args.budget} evaluations against the configs recorded on the H100 "
+             "(oracle: the space is the recorded configs; simulated seconds are their recorded compile + "
+             "benchmark time). Cells: median [inter-quartile range] over the runs that got there; "
+             "'reached' is the share of runs that did within the budget.", ""]
+    for kernel, shape in SPACES:
+        records = [r for r in cache.find_spaces(kernel, shape, "float16") if r.evaluations > 0]
+        if not records:
+            lines += [f"## {kernel} {shape}: nothing recorded", ""]
+            continue
+        recorded = RecordedSpace.from_cache(cache, records[0].fingerprint)
+        traces, rows = {}, []
+        for name in [n for n in args.strategies.split(",") if n]:
+            repeats = min(args.repeats, SLOW.get(name, args.repeats))
+            started = time.perf_counter()
+            runs = [simulate(name, recorded, budget=args.budget, seed=seed) for seed in range(repeats)]
+            rate = sum(r.evaluations for r in runs) / (time.perf_counter() - started)
+            traces[name] = runs
+            rows.append(summarise(name, runs, recorded.optimum_ms, args.budget, rate=rate))
+            print(f"{kernel} {shape} {name}: {repeats} runs, {rate:,.0f} evaluations/s", flush=True)
+        stem = f"simulate_{kernel}_{'x'.join(map(str, shape))}"
+        convergence_plot(traces, recorded.optimum_ms, f"{recorded.label}: budget {args.budget}", out / f"{stem}.png")
+        lines += [f"## {recorded.label}", "",
+                  f"{len(recorded.outcomes)} recorded configs ({recorded.valid_count} valid), best "
+                  f"{recorded.optimum_ms:.4f} ms; space `{recorded.fingerprint}`.", "",
+                  "| strategy | runs | " + " | ".join(f"evals to {t:.0%}" for t in THRESHOLDS) + " | "
+                  + " | ".join(f"sim s to {t:.0%}" for t in THRESHOLDS)
+                  + " | reached 1/2/5% | final regret | not recorded | evals/s |",
+                  "|---|---|" + "---|" * (2 * len(THRESHOLDS) + 4)]
+        for s in rows:
+            regret = f"{s.final_regret.median:.2%}" if math.isfinite(s.final_regret.median) else "-"
+            lines.append(f"| {s.strategy} | {s.runs} | " + " | ".join(r.evaluations.text() for r in s.reaches) + " | "
+                         + " | ".join(r.seconds.text(1) for r in s.reaches) + " | "
+                         + "/".join(f"{r.fraction:.0%}" for r in s.reaches)
+                         + f" | {regret} | {s.not_recorded} | {s.rate:,.0f} |")
+        lines += ["", f"![convergence]({stem}.png)", ""]
+    cache.close()
+    (out / "softmax_simulation.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
