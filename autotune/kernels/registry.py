@@ -75,7 +75,9 @@ def all_kernels() -> list[KernelSpec]:
 def _load_builtins() -> None:
     # Imported lazily: the kernel modules import helion and triton, which the cache and
     # replay paths do not need.
-    from autotune.kernels import faulty_triton, matmul_epilogue, softmax_helion, softmax_triton  # noqa: F401
+    from autotune.kernels import (  # noqa: F401
+        faulty_triton, matmul_epilogue, softmax_helion, softmax_split, softmax_triton,
+    )
 
 
 def parse_shape(text: str, rank: int | None = None) -> Shape:

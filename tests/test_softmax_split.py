@@ -1,0 +1,84 @@
+"""The split-row Triton softmax: its space, and its numbers under the Triton interpreter."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from tests.conftest import run_python
+
+_INTERPRETED = r"""
+import json, os
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch
+from autotune.kernels import get_kernel
+from autotune.evaluators.timing import relative_error
+
+spec = get_kernel("softmax-split")
+report = {}
+# 1000 columns: chunks of 1024 give one piece per row; 257 columns with a forced 1024 chunk too.
+# The CHUNK values below 1024 are not in the space, but the kernel must be right for any
+# power of two, so the multi-piece path is exercised on small rows here.
+for shape in ((5, 1000), (3, 2500), (7, 257)):
+    for dtype in (torch.float16, torch.float32):
+        inputs = spec.make_inputs(shape, dtype, "cpu", 0)
+        ref = spec.reference(inputs)
+        for chunk in (64, 256, 1024):
+            for reverse in (0, 1):
+                out = spec.triton_launch({"CHUNK": chunk, "REVERSE": reverse, "num_warps": 4, "num_stages": 1},
+                                         *inputs)
+                report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}/{chunk}/{reverse}"] = {
+                    "rel": relative_error(out, ref), "nan": bool(torch.isnan(out).any()),
+                    "dtype": str(out.dtype), "shape": list(out.shape)}
+# A row of constant values and one with a huge spread: the combine must rescale partial sums.
+x = torch.zeros((2, 3000), dtype=torch.float32)
+x[1, 2999] = 80.0
+x[1, 0] = -80.0
+out = spec.triton_launch({"CHUNK": 512, "REVERSE": 1, "num_warps": 4, "num_stages": 1}, x)
+ref = torch.softmax(x.double(), dim=-1)
+report["extremes"] = {"rel": relative_error(out, ref), "nan": bool(torch.isnan(out).any()),
+                      "dtype": str(out.dtype), "shape": list(out.shape)}
+print("REPORT " + json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    done = run_python(_INTERPRETED, timeout=600, TRITON_INTERPRET="1")
+    assert done.returncode == 0, done.stderr[-4000:]
+    line = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
+    assert len(line) == 1, done.stdout[-2000:]
+    return json.loads(line[0].removeprefix("REPORT "))
+
+
+def test_split_softmax_matches_the_fp64_reference_for_every_chunking(interpreted):
+    assert len(interpreted) == 3 * 2 * 3 * 2 + 1
+    for name, run in interpreted.items():
+        assert not run["nan"], name
+        tolerance = 1e-3 if "float16" in name else 1e-5
+        assert run["rel"] < tolerance, (name, run)
+        if name != "extremes":
+            shape, dtype = name.split("/")[:2]
+            assert run["shape"] == [int(d) for d in shape.split("x")]
+            assert run["dtype"] == f"torch.{dtype}"
+
+
+def test_split_softmax_space_is_small_and_capped():
+    from autotune.kernels import get_kernel
+
+    spec = get_kernel("softmax-split")
+    space = spec.triton_space((1024, 50257), None)
+    chunks = space.parameter("CHUNK").choices
+    assert chunks == (1024, 2048, 4096, 8192, 16384, 32768)
+    axes = [space.parameter(name).choices for name in space.names]
+    points = [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
+              if not space.violations(p)]
+    # every point holds at most 128 fp32 values per thread
+    assert points and all(p["CHUNK"] / (32 * p["num_warps"]) <= 128 for p in points)
+    assert {"CHUNK": 32768, "REVERSE": 0, "num_warps": 4, "num_stages": 1} not in points
+    assert len(points) < 60  # a grid a tuner can run whole
+    assert not space.violations(space.default)
+    small = spec.triton_space((32, 128), None)
+    assert small.parameter("CHUNK").choices == (1024,)
