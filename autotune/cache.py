@@ -8,26 +8,24 @@ replaying GPU data) uses exactly the recorded one.
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import sqlite_utils
 
+from autotune.cache_schema import SCHEMA as _SCHEMA  # noqa: F401 - tests build old databases from it
+from autotune.cache_schema import SCHEMA_VERSION, CacheError, check_schema, create_schema
+from autotune.cache_schema import transaction as _transaction
 from autotune.types import Candidate, Result, Source, Status
 from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.space import SearchSpace, canonical_json, params_key
 
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 60_000
-
-
-class CacheError(Exception):
-    """A database that is missing, unreadable, or made by another schema."""
 
 
 @dataclass(frozen=True)
@@ -56,18 +54,65 @@ def _now() -> float:
     return round(time.time(), 3)
 
 
+# -- one writer: the process that owns the session ------------------------------------------
+_writes_forbidden_because: str | None = None
+_allowed_paths: set[Path] = set()
+
+
+def forbid_writes_in_this_process(reason: str) -> None:
+    """Make every later `Cache.open` in this process fail, saying `reason`.
+
+    Why: a worker of a distributed run that opened the shared cache.db would be a second
+    writer (on another host, a different file altogether); results must flow back to the
+    session's process, which alone records them.
+    """
+    global _writes_forbidden_because
+    _writes_forbidden_because = reason
+
+
+def writes_forbidden() -> str | None:
+    """Why this process may not open a database, or None where it may."""
+    return _writes_forbidden_because
+
+
+@contextlib.contextmanager
+def allow_database(path: str | Path) -> Iterator[Path]:
+    """Permit exactly this database in a forbidden process, for the block: a job's private
+    temporary database, whose bytes go back to the single writer to be merged."""
+    resolved = Path(path).resolve()
+    _allowed_paths.add(resolved)
+    try:
+        yield resolved
+    finally:
+        _allowed_paths.discard(resolved)
+
+
+def _refuse_if_forbidden(path: Path) -> None:
+    if _writes_forbidden_because is not None and path.resolve() not in _allowed_paths:
+        raise CacheError(f"{path} may not be opened in this process ({_writes_forbidden_because}): only the "
+                         "process that owns the session opens and writes the cache")
+
+
 class Cache:
     """A tuning database.  Open with `Cache.open(path)` (existing) or `Cache.create(path)`."""
 
     def __init__(self, db: sqlite_utils.Database, path: Path) -> None:
         self.db = db
         self.path = path
+        self.schema_version = SCHEMA_VERSION
 
     # -- opening -------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = False) -> "Cache":
-        """Open a database; with `create`, make it (and its schema) when it does not exist."""
+    def open(cls, path: str | Path, *, create: bool = False, migrate: bool = True) -> "Cache":
+        """Open a database; with `create`, make it (and its schema) when it does not exist.
+
+        An older database is migrated to the current schema on opening; with `migrate=False`
+        it is left as it was and may only be read (what `merge_from` does with its sources).
+        Refused in a process where cache writes are forbidden (a distributed worker), unless
+        the path was allowed by `allow_database`.
+        """
         path = Path(path)
+        _refuse_if_forbidden(path)
         if not path.exists() and not create:
             raise CacheError(f"database {path} does not exist")
         if path.exists() and path.is_dir():
@@ -82,69 +127,10 @@ class Cache:
         if not tables:
             if not create:
                 raise CacheError(f"{path} is an empty database, not an autotune cache")
-            cache._create_schema()
+            create_schema(conn)
         else:
-            cache._check_schema(tables)
+            cache.schema_version = check_schema(conn, path, tables, migrate=migrate)
         return cache
-
-    def _check_schema(self, tables: set[str]) -> None:
-        """Refuse, with what to do about it, any database this version would misread.
-
-        There is one schema so far, so there is nothing to migrate: an older or newer
-        version, a missing version, or missing tables or columns are each refused.
-        """
-        here = f"this autotune reads cache schema {SCHEMA_VERSION}"
-        if "meta" not in tables:
-            if {"spaces", "sessions", "evaluations"} <= tables:
-                raise CacheError(f"{self.path} has autotune's tables but no schema version (no meta table), so it "
-                                 f"cannot be read safely; {here}: record into a new database with --db PATH")
-            raise CacheError(f"{self.path} is a sqlite database but not an autotune cache (no meta table)")
-        try:
-            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.DatabaseError as error:  # a meta table of some other program
-            raise CacheError(f"{self.path} has a meta table autotune cannot read ({error}); {here}") from None
-        if row is None:
-            raise CacheError(f"{self.path} has no schema version in its meta table (damaged, or not made by "
-                             f"autotune); {here}")
-        try:
-            version = int(row[0])
-        except (TypeError, ValueError):
-            raise CacheError(f"{self.path} has an unknown cache schema version {row[0]!r}; {here}") from None
-        if version > SCHEMA_VERSION:
-            raise CacheError(f"{self.path} was made by a newer autotune (cache schema {version}); {here}: "
-                             "upgrade autotune to read it")
-        if version < SCHEMA_VERSION:
-            raise CacheError(f"{self.path} was made by an older autotune (cache schema {version}); {here} and "
-                             "has no migration from it: read it with the autotune that made it, or record into "
-                             "a new database with --db PATH")
-        missing = self._missing_parts(tables)
-        if missing:
-            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-            raise CacheError(f"{self.path} says cache schema {version} but lacks {shown}: it is damaged; "
-                             "restore it from a copy or record into a new database with --db PATH")
-
-    def _missing_parts(self, tables: set[str]) -> list[str]:
-        """Tables and columns of the current schema that this database lacks."""
-        missing = []
-        for table, columns in _expected_columns().items():
-            if table not in tables:
-                missing.append(f"table {table}")
-            else:
-                missing += [f"{table}.{c}" for c in sorted(columns - set(self._columns(table)))]
-        return missing
-
-    def _create_schema(self) -> None:
-        conn = self.db.conn
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-        except sqlite3.OperationalError:
-            pass  # another process is creating it too; WAL is persistent once set
-        with _transaction(conn):
-            if conn.execute("SELECT name FROM sqlite_master WHERE name='meta'").fetchone():
-                return  # a concurrent creator won the race
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                conn.execute(statement)
-            conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self.db.conn.close()
@@ -233,13 +219,8 @@ class Cache:
                candidate: Candidate, result: Result) -> None:
         """Write one evaluation as its own committed row."""
         self._write(
-            "INSERT INTO evaluations(session_id, space_fingerprint, generation, ordinal, config_key, config_json,"
-            " params_json, status, error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions, rel_error,"
-            " source, samples_json, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (session_id, fingerprint, generation, ordinal, candidate.key, canonical_json(dict(candidate.native)),
-             canonical_json(candidate.params), result.status.value, result.error[:4000], result.compile_s,
-             result.bench_s, result.median_ms, result.min_ms, result.max_ms, result.repetitions, result.rel_error,
-             result.source.value, json.dumps(list(result.samples_ms)) if result.samples_ms else None, _now()),
+            f"INSERT INTO evaluations({_INSERT_COLUMNS}) VALUES ({_INSERT_MARKS})",
+            _evaluation_values(session_id, fingerprint, generation, ordinal, candidate, result, _now()),
         )
 
     def record_many(self, session_id: int, fingerprint: str,
@@ -250,13 +231,8 @@ class Cache:
         now = _now()
         with _transaction(self.db.conn) as conn:
             conn.executemany(
-                "INSERT INTO evaluations(session_id, space_fingerprint, generation, ordinal, config_key, config_json,"
-                " params_json, status, error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions, rel_error,"
-                " source, samples_json, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(session_id, fingerprint, gen, ordinal, c.key, canonical_json(dict(c.native)), canonical_json(c.params),
-                  r.status.value, r.error[:4000], r.compile_s, r.bench_s, r.median_ms, r.min_ms, r.max_ms,
-                  r.repetitions, r.rel_error, r.source.value, json.dumps(list(r.samples_ms)) if r.samples_ms else None,
-                  now) for gen, ordinal, c, r in rows],
+                f"INSERT INTO evaluations({_INSERT_COLUMNS}) VALUES ({_INSERT_MARKS})",
+                [_evaluation_values(session_id, fingerprint, gen, ordinal, c, r, now) for gen, ordinal, c, r in rows],
             )
             if aliases:
                 conn.executemany(
@@ -272,11 +248,13 @@ class Cache:
         Why: measurements are made on GPU machines into copies of a database and must come home
         without renumbering by hand.  Sessions get new ids here; a session already present
         (same space, strategy, seed, device and start time) is skipped, so merging twice adds
-        nothing.  One transaction: a failure leaves this database as it was.
+        nothing.  One transaction: a failure leaves this database as it was.  An older source is
+        read as it is (never migrated): columns it lacks stay empty here.
         """
-        other = Cache.open(path)  # refuses missing, foreign and other-schema files with a clear message
+        other = Cache.open(path, migrate=False)  # refuses missing, foreign and newer files with a clear message
+        other_tables = {table: other._columns(table) for table in ("evaluations", "baselines", "calibrations")}
         other.close()
-        counts = {"sessions": 0, "evaluations": 0, "baselines": 0, "skipped_sessions": 0}
+        counts = {"sessions": 0, "evaluations": 0, "baselines": 0, "calibrations": 0, "skipped_sessions": 0}
         conn = self.db.conn
         conn.execute("ATTACH DATABASE ? AS other", (str(path),))
         try:
@@ -297,8 +275,11 @@ class Cache:
                     new_id = conn.execute(f"INSERT INTO sessions({listed}) VALUES ({', '.join('?' * len(columns))})",
                                           tuple(values[c] for c in columns)).lastrowid
                     counts["sessions"] += 1
-                    for table in ("evaluations", "baselines"):
-                        cols = [c for c in self._columns(table) if c not in ("id", "session_id")]
+                    for table in ("evaluations", "baselines", "calibrations"):
+                        cols = [c for c in self._columns(table)
+                                if c not in ("id", "session_id") and c in other_tables[table]]
+                        if not cols:  # a table the source's schema does not have yet
+                            continue
                         names = ", ".join(cols)
                         cursor = conn.execute(
                             f"INSERT INTO {table}(session_id, {names}) SELECT ?, {names} FROM other.{table}"
@@ -403,6 +384,34 @@ class Cache:
             for name, status, error, med, lo, hi, reps, rel in rows
         }
 
+    # -- where rows were measured: workers and their calibration ----------------------------
+    def record_calibration(self, session_id: int, fingerprint: str, worker: str, result: Result) -> None:
+        """One worker's timing of the session's reference config (`result.key`), so measurements
+        made on several GPUs can be checked against each other."""
+        self._write(
+            "INSERT INTO calibrations(session_id, space_fingerprint, worker, config_key, median_ms, min_ms, max_ms,"
+            " repetitions, created) VALUES (?,?,?,?,?,?,?,?,?)",
+            (session_id, fingerprint, worker, result.key, result.median_ms, result.min_ms, result.max_ms,
+             result.repetitions, _now()),
+        )
+
+    def calibrations(self, session_id: int) -> dict[str, Result]:
+        """The reference config's timing on each worker of a session, keyed by worker."""
+        rows = self.db.execute(
+            "SELECT worker, config_key, median_ms, min_ms, max_ms, repetitions FROM calibrations"
+            " WHERE session_id = ? ORDER BY id", (session_id,),
+        ).fetchall()
+        return {worker: Result(key=key, status=Status.OK, median_ms=med, min_ms=lo, max_ms=hi, repetitions=reps or 0,
+                               measured_on=worker) for worker, key, med, lo, hi, reps in rows}
+
+    def measured_on_counts(self, session_id: int) -> dict[str, int]:
+        """How many of a session's rows each worker measured (rows with no worker left out)."""
+        rows = self.db.execute(
+            "SELECT measured_on, COUNT(*) FROM evaluations WHERE session_id = ? AND measured_on IS NOT NULL"
+            " GROUP BY measured_on ORDER BY measured_on", (session_id,),
+        ).fetchall()
+        return {worker: int(n) for worker, n in rows}
+
     # -- plumbing --------------------------------------------------------------------------
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.db.execute(f"PRAGMA table_info({table})")]
@@ -415,70 +424,27 @@ class Cache:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-@functools.lru_cache(maxsize=1)
-def _expected_columns() -> dict[str, frozenset[str]]:
-    """Every table of the current schema and its columns, read off the schema text itself."""
-    conn = sqlite3.connect(":memory:")
-    try:
-        for statement in filter(str.strip, _SCHEMA.split(";")):
-            conn.execute(statement)
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return {t: frozenset(r[1] for r in conn.execute(f"PRAGMA table_info({t})")) for t in tables
-                if not t.startswith("sqlite_")}
-    finally:
-        conn.close()
-
-
-class _transaction:
-    """BEGIN IMMEDIATE ... COMMIT, so writers queue on the lock instead of failing mid-way."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
-
-
 _RESULT_COLUMNS = ("config_key, status, error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions,"
-                   " rel_error, source, samples_json")
+                   " rel_error, source, samples_json, measured_on")
+_INSERT_COLUMNS = ("session_id, space_fingerprint, generation, ordinal, config_key, config_json, params_json, status,"
+                   " error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions, rel_error, source,"
+                   " samples_json, created, measured_on")
+_INSERT_MARKS = ", ".join("?" * len(_INSERT_COLUMNS.split(",")))
+
+
+def _evaluation_values(session_id: int, fingerprint: str, generation: int, ordinal: int, candidate: Candidate,
+                       result: Result, created: float) -> tuple:
+    """One evaluations row, in the order of _INSERT_COLUMNS."""
+    return (session_id, fingerprint, generation, ordinal, candidate.key, canonical_json(dict(candidate.native)),
+            canonical_json(candidate.params), result.status.value, result.error[:4000], result.compile_s,
+            result.bench_s, result.median_ms, result.min_ms, result.max_ms, result.repetitions, result.rel_error,
+            result.source.value, json.dumps(list(result.samples_ms)) if result.samples_ms else None, created,
+            result.measured_on or None)
 
 
 def _result(row: tuple) -> Result:
-    key, status, error, compile_s, bench_s, med, lo, hi, reps, rel, source, samples = row
+    key, status, error, compile_s, bench_s, med, lo, hi, reps, rel, source, samples, measured_on = row
     return Result(key=key, status=Status(status), error=error or "", compile_s=compile_s, bench_s=bench_s,
                   median_ms=med, min_ms=lo, max_ms=hi, repetitions=reps or 0, rel_error=rel,
-                  source=Source(source), samples_ms=tuple(json.loads(samples)) if samples else ())
-
-
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE spaces (
-    fingerprint TEXT PRIMARY KEY, kernel TEXT NOT NULL, shape TEXT NOT NULL, dtype TEXT NOT NULL,
-    device TEXT NOT NULL, versions TEXT NOT NULL, source_hash TEXT NOT NULL, definition TEXT NOT NULL,
-    created REAL NOT NULL);
-CREATE TABLE sessions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, kernel TEXT NOT NULL, shape TEXT NOT NULL, dtype TEXT NOT NULL,
-    strategy TEXT NOT NULL, seed INTEGER, budget INTEGER, seconds REAL,
-    space_fingerprint TEXT NOT NULL REFERENCES spaces(fingerprint), device TEXT NOT NULL, versions TEXT NOT NULL,
-    mode TEXT NOT NULL, options TEXT NOT NULL, started REAL NOT NULL, ended REAL, exit_reason TEXT,
-    best_key TEXT);
-CREATE TABLE evaluations (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER NOT NULL REFERENCES sessions(id),
-    space_fingerprint TEXT NOT NULL, generation INTEGER NOT NULL, ordinal INTEGER NOT NULL,
-    config_key TEXT NOT NULL, config_json TEXT NOT NULL, params_json TEXT NOT NULL, status TEXT NOT NULL,
-    error TEXT, compile_s REAL, bench_s REAL, median_ms REAL, min_ms REAL, max_ms REAL, repetitions INTEGER,
-    rel_error REAL, source TEXT NOT NULL, samples_json TEXT, created REAL NOT NULL,
-    UNIQUE (session_id, generation, ordinal));
-CREATE INDEX evaluations_by_config ON evaluations(space_fingerprint, config_key);
-CREATE TABLE aliases (
-    space_fingerprint TEXT NOT NULL, params_key TEXT NOT NULL, params_json TEXT NOT NULL,
-    config_json TEXT NOT NULL, config_key TEXT NOT NULL, PRIMARY KEY (space_fingerprint, params_key));
-CREATE TABLE baselines (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER NOT NULL REFERENCES sessions(id),
-    space_fingerprint TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL, error TEXT, median_ms REAL,
-    min_ms REAL, max_ms REAL, repetitions INTEGER, rel_error REAL, created REAL NOT NULL);
-"""
+                  source=Source(source), samples_ms=tuple(json.loads(samples)) if samples else (),
+                  measured_on=measured_on or "")

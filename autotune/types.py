@@ -61,6 +61,7 @@ class Result:
     error: str = ""
     source: Source = Source.MEASURED
     samples_ms: tuple[float, ...] = field(default=(), repr=False)
+    measured_on: str = ""  # which worker (GPU and host) measured it, when spread over several
 
     @property
     def ok(self) -> bool:
