@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that live in their own module (autotune/commands/<name>.py): each module has
 # `NAME`, `add_parser(subparsers)` and `run(args, console) -> int`.
-COMMAND_MODULES: tuple[str, ...] = ("noise", "check_config", "import_space", "export_space", "seeds", "merge", "simulate")
+COMMAND_MODULES: tuple[str, ...] = ("noise", "check_config", "import_space", "export_space", "seeds", "merge", "simulate",
+                                    "experiment")
 
 
 def _command_modules() -> list[Any]:

@@ -47,6 +47,16 @@ def session_best(cache: Cache, session_id: int) -> tuple[Candidate, Result] | No
     return row.candidate, row.result
 
 
+def default_row(rows: list[EvaluationRow]) -> EvaluationRow | None:
+    """The default config's row: generation 0's first (seeds start with the default), preferring
+    its re-timed row from the final re-benchmark.  Callers check it is the default when it matters."""
+    first = [r for r in rows if r.generation == 0][:1]
+    if not first:
+        return None
+    retimed = [r for r in rows if r.generation < 0 and r.candidate.key == first[0].candidate.key]
+    return (retimed or first)[0]
+
+
 def print_session(cache: Cache, session: dict[str, Any], console: Console) -> None:
     rows = cache.session_evaluations(session["id"])
     record = cache.get_space(session["space_fingerprint"])
@@ -59,15 +69,12 @@ def print_session(cache: Cache, session: dict[str, Any], console: Console) -> No
     for summary in timeline(rows, space):
         console.print(timeline_line(summary).rsplit("  (", 1)[0])
     best = session_best(cache, session["id"])
-    default_rows = [r for r in rows if r.generation == 0][:1]  # the default is generation 0's first row
-    if default_rows:
-        retimed = [r for r in rows if r.generation < 0 and r.candidate.key == default_rows[0].candidate.key]
-        default_rows = retimed or default_rows
+    default = default_row(rows)
     table_rows: list[tuple[str, Result]] = []
     if best:
         table_rows.append(("best found", best[1]))
-    if default_rows:
-        table_rows.append(("default config", default_rows[0].result))
+    if default:
+        table_rows.append(("default config", default.result))
     baselines = cache.baselines(session_id=session["id"])
     table_rows += list(baselines.items())
     bytes_moved = _bytes_moved(session)

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from autotune.cache import Cache, SpaceRecord
 from autotune.errors import UserError
-from autotune.session import Session, SessionSettings
+from autotune.session import Session, SessionOutcome, SessionSettings
 from autotune.task import TuningTask, bind_live, bind_recorded
 from search_spaces.fingerprint import source_hash
 from search_spaces.space import canonical_json
@@ -41,6 +41,9 @@ class TuneRequest:
     configs: tuple[str, ...] = ()  # --config: JSON objects or files, evaluated first (seeds of origin "user")
     timing_target_ms: float = 250.0  # kernel time spent timing one config (more: steadier medians)
     run_timeout_s: float = 30.0  # a compiled config's first run; longer and its worker is killed
+    # Set by an experiment runner: which study and job a session belongs to (stored in its options,
+    # so reports find their sessions in the database alone).
+    experiment: tuple[tuple[str, Any], ...] = ()
 
 
 def gpu_available() -> bool:
@@ -77,10 +80,11 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         strategy_options=tuple((k, v) for k, v in options.get("strategy_options", {}).items()),
         configs=tuple(canonical_json(point) for point in options.get("user_configs", [])),
         timing_target_ms=options.get("timing_target_ms", request.timing_target_ms),
+        experiment=tuple(options.get("experiment", {}).items()),
     )
 
 
-def run_tune(request: TuneRequest, console: Console) -> None:
+def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
     from autotune.seeds import collect_seeds, heuristic_provenance, parse_sources, read_configs, user_seeds
     from autotune.strategies import UnknownStrategy, get_strategy
@@ -135,6 +139,8 @@ def run_tune(request: TuneRequest, console: Console) -> None:
                    **heuristic_provenance(task, sources),
                    "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
                    "timing_target_ms": request.timing_target_ms}
+        if request.experiment:
+            options["experiment"] = dict(request.experiment)
         outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume).run()
     finally:
@@ -146,6 +152,7 @@ def run_tune(request: TuneRequest, console: Console) -> None:
         not_recorded = getattr(evaluator, "not_recorded", 0)
         if not_recorded:
             console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
+    return outcome
 
 
 def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget: int | None):

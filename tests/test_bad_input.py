@@ -41,6 +41,9 @@ COMMANDS = {
     "seeds": ["seeds", "softmax-triton", "--shape", SHAPE],
     "merge": ["merge", "DB", "--into", "merged.db"],
     "simulate": ["simulate", "softmax-triton", "--shape", SHAPE, "--db", "DB", "--repeats", "1", "--budget", "2"],
+    # Its report needs sessions of the study, which the recorded database has none of; its bad
+    # input is tested in test_softmax_study.py.
+    "experiment": ["experiment", "report", "experiments/softmax_study", "--db", "study.db"],
 }
 WITH_DB = [name for name, args in COMMANDS.items() if "DB" in args]
 CREATES_DB = {"import-space"}  # a missing or empty --db is where it creates the database

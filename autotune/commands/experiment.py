@@ -1,0 +1,55 @@
+"""`autotune experiment run|report FOLDER`: reproducible experiments (see autotune.experiment).
+
+    autotune experiment run experiments/softmax_study --dtype float16      # GPU machine
+    autotune experiment report experiments/softmax_study                   # anywhere, from cache.db
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import UserError
+from autotune.experiment import ExperimentOptions, load_experiment
+
+NAME = "experiment"
+
+
+def add_parser(subparsers: Any) -> None:
+    from autotune.cli import positive_float, positive_int
+
+    sub = subparsers.add_parser(NAME, help="run an experiment on a GPU machine, or regenerate its report anywhere")
+    actions = sub.add_subparsers(dest="action", parser_class=type(sub))
+    for action, text in (("run", "measure every job of the experiment and record it, then write the report"),
+                         ("report", "regenerate the report from the database alone (no GPU needed)")):
+        parser = actions.add_parser(action, help=text)
+        parser.add_argument("folder", help="the experiment's folder, e.g. experiments/softmax_study")
+        parser.add_argument("--dtype", default="float16")
+        parser.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
+        parser.add_argument("--out", default=None, help="report folder (default: FOLDER/report)")
+        parser.add_argument("--shapes", default="", help="comma-separated subset of the experiment's shapes")
+        if action == "run":
+            parser.add_argument("--budget", type=positive_int, default=None, help="configs per tuning session")
+            parser.add_argument("--seconds", type=positive_float, default=None, help="wall clock per tuning session")
+            parser.add_argument("--workers", default=None,
+                                help="spread whole jobs over a Dask cluster: local-gpus or a scheduler address")
+            parser.add_argument("--again", action="store_true", help="run jobs that are already recorded again")
+
+
+def run(args: argparse.Namespace, console: Any) -> int:
+    if not args.action:
+        raise UserError("experiment needs an action: run or report")
+    experiment = load_experiment(args.folder)
+    folder = Path(args.folder)
+    options = ExperimentOptions(
+        folder=folder, db=Path(args.db), out=Path(args.out) if args.out else folder / "report", dtype=args.dtype,
+        shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()),
+        budget=getattr(args, "budget", None), seconds=getattr(args, "seconds", None),
+        workers=getattr(args, "workers", None), again=getattr(args, "again", False),
+    )
+    if args.action == "run":
+        experiment.run(options, console)
+    path = experiment.report(options, console)
+    console.print(f"report written to {path}")
+    return 0

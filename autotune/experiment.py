@@ -1,0 +1,74 @@
+"""Reproducible experiments: a folder that knows how to run itself and how to report.
+
+An experiment folder (for example `experiments/softmax_study/`) is a Python package whose
+`__init__.py` defines
+
+    run(options: ExperimentOptions, console) -> None      # on a GPU machine: measure, record
+    report(options: ExperimentOptions, console) -> Path   # anywhere: regenerate from the database
+
+Everything `run` measures goes into the database, so `report` needs nothing else: the
+report of a study measured on one machine regenerates on any other from `cache.db`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from autotune.errors import UserError
+
+
+@dataclass(frozen=True)
+class ExperimentOptions:
+    folder: Path
+    db: Path
+    out: Path  # where the report (Markdown and PNGs) is written
+    dtype: str = "float16"
+    shapes: tuple[str, ...] = ()  # a subset of the study's shapes; empty: all
+    budget: int | None = None  # per tuning session; None: the study's own
+    seconds: float | None = None  # per tuning session; None: the study's own
+    workers: str | None = None  # spread whole jobs over a Dask cluster (see autotune.distributed)
+    again: bool = False  # run jobs already recorded once more
+
+
+class Experiment(Protocol):
+    def run(self, options: ExperimentOptions, console: Any) -> None: ...
+
+    def report(self, options: ExperimentOptions, console: Any) -> Path: ...
+
+
+def load_experiment(folder: str | Path) -> Experiment:
+    """Import the experiment package at `folder`; a clear error if it is not one."""
+    path = Path(folder)
+    init = path / "__init__.py"
+    if not path.is_dir():
+        raise UserError(f"no experiment folder {str(folder)!r}")
+    if not init.is_file():
+        raise UserError(f"{folder} is not an experiment: it has no __init__.py defining run() and report()")
+    # A private module name per folder, so two folders with the same name never collide.
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
+    name = f"_autotune_experiment_{path.name.replace('-', '_')}_{digest}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(path)])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[name]
+            raise
+    missing = [attr for attr in ("run", "report") if not callable(getattr(module, attr, None))]
+    if missing:
+        raise UserError(f"{folder} is not an experiment: its __init__.py lacks {' and '.join(missing)}()")
+    return _as_experiment(module)
+
+
+def _as_experiment(module: ModuleType) -> Experiment:
+    return module  # type: ignore[return-value]  # checked above: it has run() and report()

@@ -1,0 +1,180 @@
+"""The softmax study read back from the database: one row per (shape, method).
+
+Only sessions tagged with the study (`options.experiment.study`) count; of several for the
+same shape and method, the latest finished one is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.cache import Cache, EvaluationRow
+from autotune.history import default_row, timeline
+from autotune.session import GenerationSummary
+from autotune.types import Result
+
+from . import definition as d
+
+
+@dataclass
+class MethodRow:
+    """One method at one shape: its time, accuracy, tuning cost and (for tuned ones) its config."""
+
+    method: str
+    median_ms: float
+    min_ms: float | None
+    max_ms: float | None
+    rel_error: float | None
+    session_id: int | None = None
+    kernel: str | None = None
+    native: dict[str, Any] | None = None
+    tuning_wall_s: float | None = None  # job start (evaluator start-up included) to session end
+    configs: int | None = None
+    timeline: list[GenerationSummary] = field(default_factory=list)
+    tuned: bool = False  # a winner of this framework (a tuned kernel), not a baseline
+
+
+@dataclass
+class ShapeResult:
+    shape: tuple[int, ...]
+    bytes_moved: int
+    copy_ms: float | None
+    rows: list[MethodRow]
+    device: str = ""
+
+    @property
+    def label(self) -> str:
+        return "x".join(map(str, self.shape))
+
+    def winner(self) -> MethodRow:
+        return min(self.rows, key=lambda r: r.median_ms)
+
+    def best_tuned(self) -> MethodRow | None:
+        tuned = [r for r in self.rows if r.tuned]
+        return min(tuned, key=lambda r: r.median_ms) if tuned else None
+
+
+def study_sessions(db: Path, dtype: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """(shape, method) -> the latest finished study session."""
+    cache = Cache.open(db)
+    try:
+        return _study_sessions(cache, dtype)
+    finally:
+        cache.close()
+
+
+def _study_sessions(cache: Cache, dtype: str) -> dict[tuple[str, str], dict[str, Any]]:
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
+        tags = session["options"].get("experiment") or {}
+        if tags.get("study") != d.STUDY or session["dtype"] != dtype or session["mode"] != "gpu":
+            continue
+        if session["ended"] is None or session["evaluations"] == 0:
+            continue  # killed before it measured anything to report
+        found["x".join(map(str, session["shape"])), tags.get("method", "?")] = session
+    return found
+
+
+def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = ()) -> list[ShapeResult]:
+    """Every shape of the study that has data, in the study's order."""
+    from autotune.kernels import DTYPES, get_kernel
+
+    cache = Cache.open(db)
+    try:
+        sessions = _study_sessions(cache, dtype)
+        results = []
+        for shape in shapes or d.SHAPES:
+            here = {method: s for (s_shape, method), s in sessions.items() if s_shape == shape}
+            if not here:
+                continue
+            dims = tuple(int(x) for x in shape.split("x"))
+            nbytes = get_kernel(d.HELION_KERNEL).bytes_moved(dims, DTYPES[dtype])
+            rows, copy_ms = _shape_rows(cache, here)
+            devices = sorted({s["device"] for s in here.values()})
+            results.append(ShapeResult(dims, nbytes, copy_ms, rows, device=", ".join(devices)))
+        return results
+    finally:
+        cache.close()
+
+
+def _shape_rows(cache: Cache, sessions: dict[str, dict[str, Any]]) -> tuple[list[MethodRow], float | None]:
+    rows: list[MethodRow] = []
+    for method, session in sorted(sessions.items()):
+        evaluations = cache.session_evaluations(session["id"])
+        # Helion quick's session evaluates the default (always first, free) and then Helion's pick.
+        winner = _helion_pick(evaluations) if method == d.HELION_QUICK else _winner(evaluations)
+        if winner is None:
+            continue
+        tags = session["options"]["experiment"]
+        tuned = method != d.HELION_QUICK
+        wall = session["ended"] - tags["job_started"] if "job_started" in tags else None
+        rows.append(MethodRow(
+            method=method, median_ms=winner[1].median_ms, min_ms=winner[1].min_ms, max_ms=winner[1].max_ms,
+            rel_error=winner[2], session_id=session["id"], kernel=session["kernel"], native=winner[0],
+            tuning_wall_s=tags.get("helion_wall_s", wall), configs=tags.get("helion_configs", session["evaluations"]),
+            timeline=timeline(evaluations, _space(cache, session)) if tuned else [], tuned=tuned,
+        ))
+        if method == d.method_of(d.HELION_KERNEL):
+            default = default_row(evaluations)
+            if default is not None and default.result.ok:
+                rows.append(MethodRow(method="Helion default config", median_ms=default.result.median_ms,
+                                      min_ms=default.result.min_ms, max_ms=default.result.max_ms,
+                                      rel_error=_rel_error(evaluations, default.candidate.key),
+                                      session_id=session["id"], kernel=session["kernel"],
+                                      native=dict(default.candidate.native)))
+    baselines = _baselines(cache, sessions)
+    for name in (d.TORCH_EAGER, d.TORCH_COMPILE):
+        result = baselines.get(name)
+        if result is not None and result.ok:
+            rows.append(MethodRow(method=name, median_ms=result.median_ms, min_ms=result.min_ms,
+                                  max_ms=result.max_ms, rel_error=result.rel_error))
+    copy = baselines.get(d.COPY)
+    return rows, copy.median_ms if copy is not None and copy.ok else None
+
+
+def _baselines(cache: Cache, sessions: dict[str, dict[str, Any]]) -> dict[str, Result]:
+    """Baselines measured alongside the Helion softmax session (else any session of the shape)."""
+    preferred = sessions.get(d.method_of(d.HELION_KERNEL))
+    ordered = ([preferred] if preferred else []) + [s for s in sessions.values() if s is not preferred]
+    merged: dict[str, Result] = {}
+    for session in ordered:
+        for name, result in cache.baselines(session_id=session["id"]).items():
+            if name not in merged or not merged[name].ok:
+                merged[name] = result
+    return merged
+
+
+def _winner(rows: list[EvaluationRow]) -> tuple[dict[str, Any], Result, float | None] | None:
+    """(native config, timing, relative error) of the session's winner: the fastest of the final
+    re-benchmark when there was one (the accuracy check is on its first evaluation's row)."""
+    final = [r for r in rows if r.generation < 0 and r.result.ok]
+    candidates = final or [r for r in rows if r.result.ok]
+    if not candidates:
+        return None
+    best = min(candidates, key=lambda r: r.result.objective)
+    return dict(best.candidate.native), best.result, _rel_error(rows, best.candidate.key)
+
+
+def _helion_pick(rows: list[EvaluationRow]) -> tuple[dict[str, Any], Result, float | None] | None:
+    """The config Helion's autotuner chose: the last of generation 0, re-timed when it was."""
+    seeded = [r for r in rows if r.generation == 0]
+    if not seeded:
+        return None
+    pick = seeded[-1]
+    retimed = [r for r in rows if r.generation < 0 and r.candidate.key == pick.candidate.key and r.result.ok]
+    timing = (retimed or [pick])[0].result
+    if not timing.ok:
+        return None
+    return dict(pick.candidate.native), timing, _rel_error(rows, pick.candidate.key)
+
+
+def _rel_error(rows: list[EvaluationRow], key: str) -> float | None:
+    checked = [r.result.rel_error for r in rows if r.candidate.key == key and r.result.rel_error is not None]
+    return checked[0] if checked else None
+
+
+def _space(cache: Cache, session: dict[str, Any]) -> Any:
+    record = cache.get_space(session["space_fingerprint"])
+    return record.space if record else None

@@ -1,0 +1,35 @@
+"""What the softmax study measures: seed 000's seven shapes, three-plus-one kernels, the baselines.
+
+Every figure of the report comes from sessions recorded with `options.experiment.study ==
+STUDY`; `method` says which row of the report a session feeds.
+"""
+
+from __future__ import annotations
+
+STUDY = "softmax_study"
+SHAPES = ("32x128", "256x1024", "1024x1024", "2048x2048", "4096x4096", "1024x50257", "4096x32000")
+
+# Kernels tuned by this framework.  softmax-split is the formulation added for long rows with
+# few of them ([1024, 50257]), where one program per row leaves the GPU's memory system idle.
+TUNED_KERNELS = ("softmax", "softmax-online", "softmax-triton", "softmax-split")
+# The framework's best strategy on the recorded softmax spaces (strategies_vs_helion and the
+# simulation reports): pattern search started from the default, the heuristic seeds and the
+# best configs recorded for the nearest shape.
+STRATEGY = "pattern"
+SEED_FROM = "default,heuristic,cache"
+BUDGET = 64  # configs per kernel and shape
+SECONDS = 25.0  # wall clock per kernel and shape (compile time included)
+COMPILE_TIMEOUT_S = 30.0
+
+HELION_QUICK = "helion-quick"  # Helion's own autotuner, effort "quick", run natively
+HELION_KERNEL = "softmax"  # the kernel whose default config and quick autotune are the Helion baselines
+
+
+def method_of(kernel: str) -> str:
+    """The report's name for a tuning session of one of our kernels."""
+    return f"tuned {kernel}"
+
+
+TORCH_EAGER = "torch.softmax"
+TORCH_COMPILE = "torch.compile"
+COPY = "device copy"

@@ -1,0 +1,136 @@
+"""The study's report, regenerated from the database alone: Markdown, PNG figures, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import UserError
+from autotune.experiment import ExperimentOptions
+from autotune.export import export_config
+from autotune.report import timeline_line
+
+from . import definition as d
+from . import plots
+from .data import MethodRow, ShapeResult, load_study
+
+SMALL_BYTES = 16 * 2**20  # under this a call is launch-bound: read microseconds against the floor
+
+
+def report(options: ExperimentOptions, console: Any) -> Path:
+    if not options.db.exists():
+        raise UserError(f"no database {options.db}")
+    results = load_study(options.db, options.dtype, options.shapes)
+    if not results:
+        raise UserError(f"{options.db} holds no {d.STUDY} sessions for {options.dtype}: run `autotune experiment run "
+                        f"{options.folder} --dtype {options.dtype}` on a GPU machine first")
+    options.out.mkdir(parents=True, exist_ok=True)
+    figures = {"bandwidth": plots.bandwidth_bars(results, options.out / "bandwidth.png"),
+               "roofline": plots.roofline(results, options.out / "roofline.png"),
+               "timelines": plots.timelines(results, options.out / "timelines.png")}
+    markdown = render(results, options, figures)
+    path = options.out / "README.md"
+    path.write_text(markdown)
+    (options.out / "results.json").write_text(json.dumps(as_json(results), indent=1))
+    console.print(summary_lines(results))
+    return path
+
+
+def _gbps(result: ShapeResult, ms: float) -> float:
+    return result.bytes_moved / (ms * 1e6)
+
+
+def _error(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1e}"
+
+
+def _wall(row: MethodRow) -> str:
+    return "-" if row.tuning_wall_s is None else f"{row.tuning_wall_s:.0f}"
+
+
+def summary_lines(results: list[ShapeResult]) -> str:
+    lines = ["| shape | winner | µs | GB/s | % of copy | tuned best vs every baseline |", "|---|---|---|---|---|---|"]
+    for result in results:
+        winner = result.winner()
+        share = f"{100 * result.copy_ms / winner.median_ms:.0f}%" if result.copy_ms else "-"
+        lines.append(f"| {result.label} | {winner.method} | {winner.median_ms * 1e3:.1f} | "
+                     f"{_gbps(result, winner.median_ms):.0f} | {share} | {_verdict(result)} |")
+    return "\n".join(lines)
+
+
+def _verdict(result: ShapeResult) -> str:
+    """Whether the framework's winner is at least as fast as every baseline (ratio to the fastest)."""
+    best = result.best_tuned()
+    baselines = [r for r in result.rows if not r.tuned]
+    if best is None or not baselines:
+        return "-"
+    fastest = min(baselines, key=lambda r: r.median_ms)
+    ratio = fastest.median_ms / best.median_ms
+    return f"{'yes' if ratio >= 1 else 'no'} ({ratio:.3f}x {fastest.method})"
+
+
+def render(results: list[ShapeResult], options: ExperimentOptions, figures: dict[str, Path]) -> str:
+    devices = sorted({r.device for r in results})
+    out = [f"# Softmax study, {options.dtype}, on {', '.join(devices)}", "",
+           f"Regenerated from `{options.db}` by `autotune experiment report {options.folder}`. Every time is the "
+           "median of many calls with the L2 flushed before each (CUDA graphs for short kernels), every output "
+           "checked against an fp64 reference (relative error column). GB/s counts the bytes a call must move "
+           "(each element read and written once); '% of copy' compares with a device-to-device copy of the same "
+           "input measured in the same run. Tuning seconds run from the job's start (evaluator start-up included) "
+           f"to the end of its session; Helion quick's are its own autotune call. Our kernels are tuned with "
+           f"`{d.STRATEGY}` seeded from `{d.SEED_FROM}`.", "",
+           "## Winner per shape", "", summary_lines(results), ""]
+    for name, path in figures.items():
+        out += [f"![{name}]({path.name})", ""]
+    for result in results:
+        out += _shape_section(result)
+    out += ["## Frozen configs of the tuned winners", ""]
+    for result in results:
+        best = result.best_tuned()
+        if best is None or best.native is None or best.kernel is None:
+            continue
+        from autotune.kernels import get_kernel
+
+        family = get_kernel(best.kernel).family
+        code = export_config(best.native, family=family, kernel=best.kernel, fmt="python")
+        out += [f"### {result.label}: {best.method} (session {best.session_id})", "", "```python", code.rstrip(),
+                "```", ""]
+    return "\n".join(out) + "\n"
+
+
+def _shape_section(result: ShapeResult) -> list[str]:
+    copy = (f"device copy {result.copy_ms * 1e3:.1f} µs ({_gbps(result, result.copy_ms):.0f} GB/s)"
+            if result.copy_ms else "no copy measured")
+    small = result.bytes_moved < SMALL_BYTES
+    lines = [f"## {result.label}", "",
+             f"{result.bytes_moved / 1e6:.2f} MB per call; {copy}."
+             + (" Launch-bound: the copy's time is the floor a kernel launch costs here, so read the "
+                "'× floor' column." if small else ""), "",
+             "| method | µs | min–max µs | GB/s | % of copy | × floor | rel. error | tuning s | configs | session |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    winner = result.winner()
+    for row in sorted(result.rows, key=lambda r: r.median_ms):
+        name = f"**{row.method}**" if row is winner else row.method
+        spread = f"{row.min_ms * 1e3:.1f}–{row.max_ms * 1e3:.1f}" if row.min_ms and row.max_ms else "-"
+        share = f"{100 * result.copy_ms / row.median_ms:.0f}%" if result.copy_ms else "-"
+        floor = f"{row.median_ms / result.copy_ms:.2f}" if result.copy_ms else "-"
+        lines.append(f"| {name} | {row.median_ms * 1e3:.1f} | {spread} | {_gbps(result, row.median_ms):.0f} | "
+                     f"{share} | {floor} | {_error(row.rel_error)} | {_wall(row)} | {row.configs or '-'} | "
+                     f"{row.session_id or '-'} |")
+    best = result.best_tuned()
+    if best and best.timeline:
+        lines += ["", f"Timeline of {best.method} (session {best.session_id}):", "", "```"]
+        lines += [timeline_line(step).rsplit("  (", 1)[0] for step in best.timeline]
+        lines += ["```"]
+    return lines + [""]
+
+
+def as_json(results: list[ShapeResult]) -> list[dict[str, Any]]:
+    """Every figure of the report, for plotting elsewhere."""
+    return [{"shape": list(r.shape), "bytes_moved": r.bytes_moved, "copy_ms": r.copy_ms, "device": r.device,
+             "rows": [{"method": row.method, "median_ms": row.median_ms, "min_ms": row.min_ms, "max_ms": row.max_ms,
+                       "gbps": _gbps(r, row.median_ms), "rel_error": row.rel_error, "session": row.session_id,
+                       "kernel": row.kernel, "config": row.native, "tuning_wall_s": row.tuning_wall_s,
+                       "configs": row.configs, "tuned": row.tuned} for row in r.rows]}
+            for r in results]

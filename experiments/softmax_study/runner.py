@@ -1,0 +1,144 @@
+"""Runs the softmax study on a GPU machine: one job per (shape, method), each recorded.
+
+A job is a picklable callable of a database path (what `autotune.distributed.jobs.run_jobs`
+spreads over GPUs).  Jobs already recorded are skipped unless `--again`, so a study
+interrupted at any point is continued by running the same command again.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+from autotune.errors import UserError
+from autotune.experiment import ExperimentOptions
+
+from . import definition as d
+
+
+@dataclass(frozen=True)
+class TuneJob:
+    """Tune one of our kernels at one shape with the study's strategy and seeds."""
+
+    kernel: str
+    shape: str
+    dtype: str
+    budget: int
+    seconds: float
+
+    @property
+    def method(self) -> str:
+        return d.method_of(self.kernel)
+
+    def __call__(self, db_path: Path) -> dict[str, Any]:
+        outcome = _tune(db_path, kernel=self.kernel, shape=self.shape, dtype=self.dtype, strategy=d.STRATEGY,
+                        budget=self.budget, seconds=self.seconds, seed_from=d.SEED_FROM,
+                        experiment={"method": self.method})
+        return {"session": outcome.session_id, "evaluations": outcome.evaluations}
+
+
+@dataclass(frozen=True)
+class HelionQuickJob:
+    """Helion's own quick autotune, run natively and timed; its winner is then re-timed by our
+    harness (one recorded evaluation), so every figure of the report uses one timer."""
+
+    shape: str
+    dtype: str
+
+    method = d.HELION_QUICK
+
+    def __call__(self, db_path: Path) -> dict[str, Any]:
+        from autotune.kernels import get_kernel, parse_dtype, parse_shape
+        from autotune.task import bind_live
+        from experiments.strategies_vs_helion import helion_quick
+
+        spec = get_kernel(d.HELION_KERNEL)
+        shape, dtype = parse_shape(self.shape, spec.rank), parse_dtype(self.dtype)
+        with tempfile.TemporaryDirectory() as scratch:
+            native_run = helion_quick(shape, dtype, Path(scratch) / "helion_quick")
+        task = bind_live(spec, shape, dtype, "cuda")
+        params = task.codec.params_of(native_run["config"])
+        outcome = _tune(db_path, kernel=d.HELION_KERNEL, shape=self.shape, dtype=self.dtype, strategy="random",
+                        budget=1, seconds=None, seed_from="", configs=(json.dumps(params),),
+                        experiment={"method": self.method, "helion_wall_s": round(native_run["wall_s"], 3),
+                                    "helion_configs": native_run["configs"]})
+        return {"session": outcome.session_id, "helion_wall_s": native_run["wall_s"],
+                "helion_configs": native_run["configs"]}
+
+
+Job = Callable[[Path], dict[str, Any]]
+
+
+def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, budget: int, seconds: float | None,
+          seed_from: str, experiment: dict[str, Any], configs: tuple[str, ...] = ()) -> Any:
+    from autotune.tuning import TuneRequest, run_tune
+
+    tags = {"study": d.STUDY, "job_started": round(time.time(), 3), **experiment}
+    request = TuneRequest(
+        kernel=kernel, shape=shape, dtype=dtype, strategy=strategy, budget=budget, seconds=seconds, seed=0,
+        generation_size=None, db=Path(db_path), replay=False, replay_db=Path(db_path).with_name("replays.db"),
+        space=None, fresh=False, compile_workers=None, compile_timeout_s=d.COMPILE_TIMEOUT_S, seed_from=seed_from,
+        configs=configs, experiment=tuple(tags.items()),
+    )
+    return run_tune(request, Console(width=150))
+
+
+def plan(options: ExperimentOptions) -> list[Any]:
+    """Every job of the study for the chosen shapes, Helion's quick autotune first per shape."""
+    shapes = options.shapes or d.SHAPES
+    unknown = [s for s in shapes if s not in d.SHAPES]
+    if unknown:
+        raise UserError(f"shape(s) {', '.join(unknown)} are not in the study (its shapes: {', '.join(d.SHAPES)})")
+    budget = options.budget or d.BUDGET
+    seconds = options.seconds or d.SECONDS
+    jobs: list[Any] = []
+    for shape in shapes:
+        jobs.append(HelionQuickJob(shape, options.dtype))
+        jobs += [TuneJob(kernel, shape, options.dtype, budget, seconds) for kernel in d.TUNED_KERNELS]
+    return jobs
+
+
+def recorded_jobs(db: Path, dtype: str) -> set[tuple[str, str]]:
+    """(shape, method) pairs the database already holds a finished study session for."""
+    from .data import study_sessions
+
+    if not db.exists():
+        return set()
+    return {(shape, method) for (shape, method) in study_sessions(db, dtype)}
+
+
+def run(options: ExperimentOptions, console: Any) -> None:
+    from autotune.tuning import gpu_available
+
+    jobs = plan(options)  # refuses unknown shapes before anything else
+    if not gpu_available():
+        raise UserError("experiment run measures on a GPU and this machine has none; `autotune experiment report "
+                        f"{options.folder}` regenerates the report from {options.db}")
+    if not options.again:
+        done = recorded_jobs(options.db, options.dtype)
+        skipped = [job for job in jobs if (job.shape, job.method) in done]
+        jobs = [job for job in jobs if (job.shape, job.method) not in done]
+        if skipped:
+            console.print(f"{len(skipped)} job(s) already recorded in {options.db} (use --again to repeat them)")
+    console.print(f"{len(jobs)} job(s) to run")
+    if options.workers:
+        from autotune.distributed.jobs import run_jobs
+
+        outcomes = run_jobs(jobs, options.db, options.workers)
+        for job, outcome in zip(jobs, outcomes):
+            console.print(f"{job.shape} {job.method}: {outcome}")
+        return
+    for number, job in enumerate(jobs, start=1):
+        console.rule(f"job {number}/{len(jobs)}: {job.method} at {job.shape} {options.dtype}")
+        try:
+            outcome = job(options.db)
+        except Exception as error:  # one job failing must not lose the others
+            console.print(f"[red]job failed[/red]: {type(error).__name__}: {error}")
+            continue
+        console.print(f"recorded: {outcome}")

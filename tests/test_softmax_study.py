@@ -1,0 +1,174 @@
+"""The softmax study experiment: its report regenerates from a small recorded fixture on a CPU,
+and its runner plans, skips and refuses as documented."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from autotune import cli
+from autotune.cache import Cache
+from autotune.evaluators.fake import FakeEvaluator
+from autotune.experiment import ExperimentOptions, load_experiment
+from autotune.kernels import get_kernel
+from autotune.session import Session, SessionSettings
+from autotune.strategies import get_strategy
+from autotune.task import bind_live
+from conftest import REPO, hashed_cost
+
+STUDY_DIR = REPO / "experiments" / "softmax_study"
+SHAPES = {"32x128": 0.004, "4096x4096": 0.05}  # shape -> the fixture's device copy time (ms)
+# Per shape: a scale for each tuned kernel's fake times; at 32x128 torch eager (1.2x copy)
+# stays faster than every tuned kernel, at 4096x4096 softmax-split wins.
+SCALES = {"32x128": {"softmax": 1.6, "softmax-triton": 1.4, "softmax-split": 1.3},
+          "4096x4096": {"softmax": 1.6, "softmax-triton": 1.4, "softmax-split": 1.05}}
+
+
+def _session(cache: Cache, kernel: str, shape: str, method: str | None, *, budget: int, scale: float,
+             seeds=(), extra=None, dtype=torch.float16) -> int:
+    dims = tuple(int(x) for x in shape.split("x"))
+    task = bind_live(get_kernel(kernel), dims, dtype, "cpu")
+    copy_ms = SHAPES[shape]
+    evaluator = FakeEvaluator(lambda p: copy_ms * scale * (1 + 0.5 * hashed_cost(p)),
+                              baselines={"torch.softmax": copy_ms * (1.2 if shape == "32x128" else 2.0),
+                                         "torch.compile": copy_ms * 1.8, "device copy": copy_ms})
+    tags = {"study": "softmax_study", "method": method, "job_started": time.time() - 3, **(extra or {})}
+    strategy = get_strategy("random")(task.space, seed=0)
+    settings = SessionSettings("random", 0, budget, generation_size=4, mode="gpu")
+    return Session(task, evaluator, strategy, settings, cache, options={"experiment": tags} if method else {},
+                   seeds=list(seeds)).run().session_id
+
+
+@pytest.fixture(scope="module")
+def study_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("study") / "study.db"
+    cache = Cache.open(path, create=True)
+    for shape in SHAPES:
+        for kernel, scale in SCALES[shape].items():
+            _session(cache, kernel, shape, f"tuned {kernel}", budget=6, scale=scale)
+        dims = tuple(int(x) for x in shape.split("x"))
+        pick = get_kernel("softmax")
+        task = bind_live(pick, dims, torch.float16, "cpu")
+        point = task.space.sample(__import__("random").Random(5))
+        _session(cache, "softmax", shape, "helion-quick", budget=1, scale=1.3, seeds=[("user", point)],
+                 extra={"helion_wall_s": 104.5, "helion_configs": 74})
+    # Faster, but an untagged session and a study session of another dtype: neither may appear.
+    _session(cache, "softmax-triton", "32x128", None, budget=2, scale=0.1)
+    _session(cache, "softmax-triton", "32x128", "tuned softmax-triton", budget=2, scale=0.1, dtype=torch.float32)
+    cache.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def report_dir(study_db, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    code = cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(study_db), "--out", str(out)])
+    assert code == 0
+    return out
+
+
+def test_report_regenerates_from_the_database_alone(report_dir):
+    for name in ("README.md", "bandwidth.png", "roofline.png", "timelines.png", "results.json"):
+        assert (report_dir / name).is_file(), name
+    for name in ("bandwidth.png", "roofline.png", "timelines.png"):
+        assert (report_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = (report_dir / "README.md").read_text()
+    assert "## 32x128" in text and "## 4096x4096" in text
+    assert "Launch-bound" in text.split("## 4096x4096")[0].split("## 32x128")[1]
+    assert "Launch-bound" not in text.split("## 4096x4096")[1].split("##")[0]
+
+
+def test_report_rows_cover_every_method_with_accuracy(report_dir):
+    results = json.loads((report_dir / "results.json").read_text())
+    assert [r["shape"] for r in results] == [[32, 128], [4096, 4096]]
+    for shape in results:
+        methods = {row["method"] for row in shape["rows"]}
+        assert methods == {"tuned softmax", "tuned softmax-triton", "tuned softmax-split", "helion-quick",
+                           "Helion default config", "torch.softmax", "torch.compile"}
+        for row in shape["rows"]:
+            assert row["rel_error"] is not None and row["median_ms"] > 0
+            assert row["gbps"] == pytest.approx(shape["bytes_moved"] / (row["median_ms"] * 1e6))
+        quick = next(r for r in shape["rows"] if r["method"] == "helion-quick")
+        assert quick["tuning_wall_s"] == 104.5 and quick["configs"] == 74 and not quick["tuned"]
+        tuned = next(r for r in shape["rows"] if r["method"] == "tuned softmax-split")
+        assert tuned["tuned"] and tuned["configs"] >= 6 and 0 < tuned["tuning_wall_s"] < 600
+
+
+def test_winners_and_verdicts_follow_the_recorded_times(report_dir):
+    text = (report_dir / "README.md").read_text()
+    summary = text.split("## Winner per shape")[1].split("## 32x128")[0]
+    small = next(line for line in summary.splitlines() if line.startswith("| 32x128 "))
+    large = next(line for line in summary.splitlines() if line.startswith("| 4096x4096 "))
+    assert "| torch.softmax |" in small and "| no (" in small  # eager at 1.2x copy beats kernels >= 1.3x
+    assert "| tuned softmax-split |" in large and "| yes (" in large
+
+
+def test_frozen_configs_are_valid_python(report_dir):
+    text = (report_dir / "README.md").read_text()
+    frozen = text.split("## Frozen configs of the tuned winners")[1]
+    blocks = [b.split("```")[0] for b in frozen.split("```python\n")[1:]]
+    assert len(blocks) == 2
+    for block in blocks:
+        compile(block, "<frozen>", "exec")
+        assert "triton.Config(" in block or "helion.Config(" in block
+
+
+def test_other_dtypes_and_untagged_sessions_are_left_out(study_db, tmp_path, capsys):
+    code = cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(study_db), "--dtype", "bfloat16",
+                     "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no softmax_study sessions for bfloat16" in err and not (tmp_path / "r").exists()
+
+
+def test_runner_plans_every_job_and_skips_recorded_ones(study_db):
+    study = load_experiment(STUDY_DIR)
+    from importlib import import_module
+
+    runner = import_module(study.__name__ + ".runner")
+    options = ExperimentOptions(folder=STUDY_DIR, db=study_db, out=Path("unused"), shapes=("32x128",))
+    jobs = runner.plan(options)
+    assert [job.method for job in jobs] == ["helion-quick", "tuned softmax", "tuned softmax-online",
+                                            "tuned softmax-triton", "tuned softmax-split"]
+    done = runner.recorded_jobs(study_db, "float16")
+    assert ("32x128", "tuned softmax-split") in done and ("32x128", "tuned softmax-online") not in done
+    assert ("4096x4096", "helion-quick") in done
+
+
+def test_a_tune_job_records_its_experiment_tags(study_db, tmp_path):
+    """The job plumbing, on a CPU: with no GPU the tuning replays from the recorded space, and the
+    replay session carries the study's tags like a measured one would."""
+    import shutil
+
+    study = load_experiment(STUDY_DIR)
+    from importlib import import_module
+
+    runner = import_module(study.__name__ + ".runner")
+    db = tmp_path / "copy.db"
+    shutil.copy(study_db, db)
+    outcome = runner.TuneJob("softmax-split", "4096x4096", "float16", budget=3, seconds=30)(db)
+    journal = Cache.open(tmp_path / "replays.db")
+    session = journal.session(outcome["session"])
+    assert session["options"]["experiment"]["study"] == "softmax_study"
+    assert session["options"]["experiment"]["method"] == "tuned softmax-split"
+    assert session["strategy"] == "pattern" and session["budget"] == 3
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["experiment", "run", str(STUDY_DIR), "--db", "x.db"], ["GPU", "experiment report"]),
+    (["experiment", "run", str(STUDY_DIR), "--shapes", "7x7"], ["7x7", "not in the study"]),
+    (["experiment", "report", "no/such/folder"], ["no experiment folder"]),
+    (["experiment", "report", str(REPO / "experiments" / "reports")], ["no __init__.py"]),
+    (["experiment", "report", str(STUDY_DIR), "--db", "missing.db"], ["no database"]),
+    (["experiment"], ["run or report"]),
+])
+def test_bad_experiment_requests_are_one_line(argv, words, tmp_path, capsys):
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    for word in words:
+        assert word in err, err
+    assert not list(tmp_path.glob("*.db"))
