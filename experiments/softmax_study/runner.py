@@ -37,7 +37,8 @@ class TuneJob:
         return d.method_of(self.kernel)
 
     def __call__(self, db_path: Path) -> dict[str, Any]:
-        outcome = _tune(db_path, kernel=self.kernel, shape=self.shape, dtype=self.dtype, strategy=d.STRATEGY,
+        strategy = d.STRATEGY_FOR.get(self.kernel, d.STRATEGY)
+        outcome = _tune(db_path, kernel=self.kernel, shape=self.shape, dtype=self.dtype, strategy=strategy,
                         budget=self.budget, seconds=self.seconds, seed_from=d.SEED_FROM,
                         experiment={"method": self.method})
         return {"session": outcome.session_id, "evaluations": outcome.evaluations}
@@ -77,6 +78,7 @@ Job = Callable[[Path], dict[str, Any]]
 
 def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, budget: int, seconds: float | None,
           seed_from: str, experiment: dict[str, Any], configs: tuple[str, ...] = ()) -> Any:
+    """One session through the same path as `autotune tune` (a grid over budget is sampled)."""
     from autotune.tuning import TuneRequest, run_tune
 
     tags = {"study": d.STUDY, "job_started": round(time.time(), 3), **experiment}
@@ -84,7 +86,7 @@ def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, 
         kernel=kernel, shape=shape, dtype=dtype, strategy=strategy, budget=budget, seconds=seconds, seed=0,
         generation_size=None, db=Path(db_path), replay=False, replay_db=Path(db_path).with_name("replays.db"),
         space=None, fresh=False, compile_workers=None, compile_timeout_s=d.COMPILE_TIMEOUT_S, seed_from=seed_from,
-        configs=configs, experiment=tuple(tags.items()),
+        configs=configs, experiment=tuple(tags.items()), grid_sample=strategy == "grid",
     )
     return run_tune(request, Console(width=150))
 
