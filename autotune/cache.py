@@ -212,6 +212,7 @@ class Cache:
             " FROM evaluations WHERE session_id = ?", (data["id"],),
         ).fetchone()
         data["evaluations"], data["failures"], data["rebenchmarked"] = (int(c or 0) for c in counts)
+        data["measured_on"] = self.measured_on_counts(data["id"])
         return data
 
     # -- evaluations ------------------------------------------------------------------

@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--compile-timeout", type=_positive_float, default=60.0)
     tune.add_argument("--run-timeout", type=_positive_float, default=30.0,
                       help="seconds a compiled config's first run may take before its worker is killed")
+    tune.add_argument("--workers", default=None, metavar="SPEC",
+                      help="spread evaluation over a Dask cluster: local-gpus (one worker per GPU here), local:N "
+                           "(N CPU processes) or a scheduler address such as tcp://scheduler:8786 (needs the "
+                           "distributed extra)")
     tune.add_argument("--timing-ms", type=_positive_float, default=250.0,
                       help="GPU time spent timing each config (min 10 runs, max 200); lower it to record large "
                            "samples faster, at the price of noisier medians")
@@ -149,7 +153,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
         seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
         configs=tuple(args.config),
-        timing_target_ms=args.timing_ms,
+        timing_target_ms=args.timing_ms, workers=args.workers,
     )
     run_tune(request, console)
     return 0

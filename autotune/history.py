@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from autotune.cache import Cache, EvaluationRow
-from autotune.report import comparison_table, gbps, timeline_line
+from autotune.report import comparison_table, gbps, timeline_line, where_measured
 from autotune.session import GenerationSummary
 from autotune.types import Candidate, Result
 from search_spaces.space import SearchSpace
@@ -86,6 +87,8 @@ def print_session(cache: Cache, session: dict[str, Any], console: Console) -> No
         console.print(f"best config ({best[0].key}): {dict(best[0].native)}")
     if bytes_moved and best:
         console.print(f"best moves {bytes_moved / 1e6:.1f} MB per call: {gbps(bytes_moved, best[1].median_ms):.0f} GB/s")
+    for line in where_measured(cache.measured_on_counts(session["id"]), cache.calibrations(session["id"])):
+        console.print(escape(line))  # worker labels are recorded text, never markup
 
 
 def _bytes_moved(session: dict[str, Any]) -> int | None:

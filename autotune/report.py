@@ -130,7 +130,7 @@ def sessions_table(sessions: list[dict[str, Any]], wide: bool = False) -> Table:
     columns = ["id", "kernel", "shape", "dtype", "strategy", "seed", "data", "evals", "failed", "exit", "device",
                "torch/triton/helion", "space"]
     if wide:
-        columns += ["python", "budget", "started (UTC)", "data from", "seeds"]
+        columns += ["python", "budget", "started (UTC)", "data from", "seeds", "measured on"]
     table = Table(title="sessions")
     for column in columns:
         table.add_column(column)
@@ -144,9 +144,31 @@ def sessions_table(sessions: list[dict[str, Any]], wide: bool = False) -> Table:
             limits = [f"{s['budget']} configs" if s["budget"] else "", f"{s['seconds']:g} s" if s["seconds"] else ""]
             row += [str(v.get("python", "-")), ", ".join(x for x in limits if x) or "-",
                     time.strftime("%Y-%m-%d %H:%M", time.gmtime(s["started"])), _data_from(options),
-                    ",".join(dict.fromkeys(options.get("seeds", []))) or "-"]
+                    ",".join(dict.fromkeys(options.get("seeds", []))) or "-", _workers_cell(s.get("measured_on", {}))]
         table.add_row(*(escape(str(cell)) for cell in row))  # recorded text is data, never markup
     return table
+
+
+def where_measured(counts: dict[str, int], calibration: dict[str, Result]) -> list[str]:
+    """Lines saying which workers measured a session's rows, and how the same reference config
+    timed on each (so measurements mixed from several GPUs can be checked); none when the
+    rows say nothing about workers."""
+    lines = []
+    if counts:
+        lines.append("measured on: " + ", ".join(f"{worker} ({n})" for worker, n in counts.items()))
+    medians = {worker: r.median_ms for worker, r in calibration.items() if r.median_ms}
+    if medians:
+        key = next(iter(calibration.values())).key  # one reference config per session
+        low, high = min(medians.values()), max(medians.values())
+        per_worker = ", ".join(f"{worker.split()[0]} {ms:.4f} ms" for worker, ms in medians.items())
+        lines.append(f"calibration (config {key} on each worker): {per_worker}; slowest/fastest "
+                     f"{high / low:.3f}")
+    return lines
+
+
+def _workers_cell(counts: dict[str, int]) -> str:
+    """'gpu0 32, gpu1 31': the workers (their short names) that measured a session's rows."""
+    return ", ".join(f"{worker.split()[0]} {n}" for worker, n in counts.items()) or "-"
 
 
 def _data_from(options: dict[str, Any]) -> str:

@@ -44,6 +44,7 @@ class TuneRequest:
     # Set by an experiment runner: which study and job a session belongs to (stored in its options,
     # so reports find their sessions in the database alone).
     experiment: tuple[tuple[str, Any], ...] = ()
+    workers: str | None = None  # --workers: spread evaluation over a Dask cluster (local-gpus, local:N, address)
 
 
 def gpu_available() -> bool:
@@ -81,6 +82,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         configs=tuple(canonical_json(point) for point in options.get("user_configs", [])),
         timing_target_ms=options.get("timing_target_ms", request.timing_target_ms),
         experiment=tuple(options.get("experiment", {}).items()),
+        workers=request.workers or options.get("workers"),
     )
 
 
@@ -119,6 +121,8 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         strategy=request.strategy, seed=request.seed, budget=budget, seconds=request.seconds, fresh=request.fresh,
         generation_size=request.generation_size, mode="replay" if request.replay or not gpu_available() else "gpu",
     )
+    if request.workers is not None:
+        _check_workers(request, settings)
     # Build the task and strategy (both may still refuse the request) before any database
     # is created and before GPU workers are started.
     if settings.mode == "replay":
@@ -141,8 +145,14 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
                    "timing_target_ms": request.timing_target_ms}
         if request.experiment:
             options["experiment"] = dict(request.experiment)
-        outcome = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
-                          options=options, seeds=seeds, resume_session=request.resume).run()
+        if request.workers is not None:
+            options["workers"] = request.workers
+        session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
+                          options=options, seeds=seeds, resume_session=request.resume)
+        try:
+            outcome = session.run()
+        finally:
+            _record_calibration(journal, session, evaluator)
     finally:
         evaluator.close()
     print_outcome(console, task, outcome, db=str(journal.path), recorded_best=cache.best(task.fingerprint))
@@ -153,6 +163,29 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         if not_recorded:
             console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
     return outcome
+
+
+def _check_workers(request: TuneRequest, settings: SessionSettings) -> None:
+    """--workers: a valid value, and a session that measures (a replay has nothing to spread)."""
+    from autotune.distributed.cluster import parse_workers
+
+    try:
+        parse_workers(request.workers)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if settings.mode == "replay":
+        reason = "--replay given" if request.replay else "there is no GPU on this machine"
+        raise UserError(f"--workers {request.workers} applies to measuring sessions; this one replays ({reason}) "
+                        "and a replay is answered from the database: there is nothing to spread")
+
+
+def _record_calibration(journal: Cache, session: Session, evaluator: Any) -> None:
+    """A distributed evaluator's calibration, recorded as rows of the session (once it has an id)."""
+    session_id = getattr(session, "session_id", None)
+    if session_id is not None and getattr(evaluator, "calibration", None):
+        from autotune.distributed.evaluator import record_calibration
+
+        record_calibration(journal, session_id, session.task.fingerprint, evaluator)
 
 
 def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget: int | None):
@@ -180,7 +213,11 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
                   f"({len(task.space.parameters)} parameters); recording into {request.db}")
     cache = Cache.open(request.db) if request.db.exists() else None  # created once the request is valid
 
-    def make_evaluator() -> GPUEvaluator:
+    def make_evaluator() -> Any:
+        if request.workers is not None:
+            from autotune.distributed.tune import distributed_gpu_evaluator
+
+            return distributed_gpu_evaluator(request, spec, shape, task, console)
         return GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
                             run_timeout_s=request.run_timeout_s, seed=request.seed, timing=TimingOptions(target_ms=request.timing_target_ms))

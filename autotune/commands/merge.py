@@ -30,7 +30,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
         if Path(source).resolve() == target.resolve():
             raise UserError(f"cannot merge {source} into itself")
     for source in args.sources:  # check every source before changing anything
-        Cache.open(source).close()
+        Cache.open(source, migrate=False).close()  # an older source is read as it is, never migrated
     created = not target.exists()
     cache = Cache.open(target, create=True)
     try:

@@ -1,0 +1,118 @@
+"""Which Dask cluster evaluations go to: `--workers local-gpus | local:N | ADDRESS`.
+
+* `local-gpus`: a local cluster with one single-threaded worker per visible GPU, each pinned
+  to its GPU through CUDA_VISIBLE_DEVICES and named gpu0, gpu1, ...; the compile processes of
+  each GPU's evaluator are that worker's children.
+* `local:N`: N single-threaded CPU worker processes (cpu0, ...): tests, fakes, whole jobs.
+* anything else is a scheduler address (`tcp://host:8786`): join an existing cluster.
+
+For the clusters started here, a worker that dies is never retried by the scheduler
+(`allowed_failures=0`): the evaluator retries once on another worker itself, so the rule is
+the same on clusters we did not start.  Workers must be non-daemonic processes, because the
+GPU evaluator starts compile and benchmark processes and a daemonic process cannot have
+children; workers of an external cluster need `distributed.worker.daemon: false` too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+LOCAL_GPUS = "local-gpus"
+CPU_PREFIX = "local:"
+
+# Set in the process that starts the cluster: nannies read it each time they (re)start a worker.
+WORKER_CONFIG = {"distributed.worker.daemon": False}
+# Read once, when the scheduler starts: a worker is handed one task at a time, so a worker that
+# dies takes only the task it was running with it.
+SCHEDULER_CONFIG = {"distributed.scheduler.worker-saturation": 1.0}
+
+
+@dataclass(frozen=True)
+class WorkersSpec:
+    """A parsed `--workers` value."""
+
+    kind: str  # "local-gpus", "local" or "address"
+    count: int = 0  # CPU workers, for "local"
+    address: str = ""  # for "address"
+
+    @property
+    def text(self) -> str:
+        return {"local-gpus": LOCAL_GPUS, "local": f"{CPU_PREFIX}{self.count}"}.get(self.kind, self.address)
+
+
+def parse_workers(text: str) -> WorkersSpec:
+    """`local-gpus`, `local:N` (N >= 1) or a scheduler address; ValueError in one line otherwise."""
+    text = text.strip()
+    if text == LOCAL_GPUS:
+        return WorkersSpec("local-gpus")
+    if text.startswith(CPU_PREFIX):
+        count = text[len(CPU_PREFIX):]
+        if not count.isascii() or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"--workers {text!r}: local:N needs a positive number of worker processes")
+        return WorkersSpec("local", count=int(count))
+    if "://" not in text or not text.split("://", 1)[1]:
+        raise ValueError(f"--workers {text!r} is not local-gpus, local:N or a scheduler address such as "
+                         "tcp://scheduler:8786")
+    return WorkersSpec("address", address=text)
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (each worker gets one)."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return listed[:count] if listed else [str(i) for i in range(count)]
+
+
+def connect(workers: str | WorkersSpec) -> tuple[Any, Callable[[], None]]:
+    """A Dask client for `workers`, and the function that closes it (and the cluster, if started here)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError("spreading evaluation needs Dask distributed: pip install -e \".[distributed]\"") from None
+    spec = parse_workers(workers) if isinstance(workers, str) else workers
+    if spec.kind == "address":
+        client = Client(spec.address, timeout="30s")
+        try:
+            client.wait_for_workers(1, timeout=60)
+        except TimeoutError:
+            client.close()
+            raise RuntimeError(f"--workers {spec.address}: the scheduler has no workers (waited 60 s)") from None
+        return client, client.close
+    if spec.kind == "local-gpus":
+        devices = visible_gpus()
+        if not devices:
+            raise RuntimeError("--workers local-gpus: no GPU is visible on this machine")
+        worker_specs = {f"gpu{i}": {"CUDA_VISIBLE_DEVICES": device} for i, device in enumerate(devices)}
+    else:
+        worker_specs = {f"cpu{i}": {} for i in range(spec.count)}
+    cluster = start_local_cluster(worker_specs)
+    client = Client(cluster)
+    client.wait_for_workers(len(worker_specs), timeout=120)
+
+    def close() -> None:
+        client.close()
+        cluster.close()
+
+    return client, close
+
+
+def start_local_cluster(worker_env: dict[str, dict[str, str]]) -> Any:
+    """A local cluster of single-threaded, non-daemonic worker processes, one per name, each
+    with the given extra environment; no dashboard and no memory limit (an evaluator's memory
+    is its GPU's, and a worker killed for memory would look like a crash)."""
+    import dask
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    dask.config.set(WORKER_CONFIG)  # process-wide: nannies restart dead workers long after this call
+    workers = {name: {"cls": Nanny, "options": {"name": name, "nthreads": 1, "memory_limit": 0, "env": env,
+                                                "host": "127.0.0.1", "silence_logs": logging.ERROR}}
+               for name, env in worker_env.items()}
+    scheduler = {"cls": Scheduler, "options": {"allowed_failures": 0, "dashboard": False, "dashboard_address": ":0",
+                                               "host": "127.0.0.1"}}
+    with dask.config.set(SCHEDULER_CONFIG):  # quiet: a worker's death is reported in the results it cost
+        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.CRITICAL)

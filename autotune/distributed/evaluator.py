@@ -1,0 +1,123 @@
+"""An evaluator that spreads each generation over the workers of a Dask cluster.
+
+It implements the evaluator protocol, so the session runs unchanged: it asks for the same
+configs whatever the number of workers (only the wall time changes) and records every
+result itself, in its own process, as results stream back.  Each worker builds its own
+evaluator from a picklable factory (see `factories.py`) and keeps it between generations.
+
+A worker that dies (process killed, GPU fault) costs only the configs it was running: they
+are run once more on another worker, and recorded as `crash` if that worker dies too.
+
+Calibration: at start, the reference config (the kernel's default, chosen by the caller
+because it is the one config every session of a space evaluates) is timed once on every
+worker, so measurements made on different GPUs can be checked against each other; the
+caller records it (`record_calibration`) once the session has an id.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from autotune.cache import Cache
+from autotune.distributed import on_worker
+from autotune.distributed.stream import Failed, run_on_cluster
+from autotune.types import Candidate, Result, Status
+
+CALIBRATION_TIMEOUT_S = 900.0  # a GPU worker binds the kernel and boots its processes first
+
+
+class DistributedEvaluator:
+    """Evaluates batches of `batch_size` configs as Dask tasks (one batch per worker at a time).
+
+    A GPU worker compiles a batch's configs in parallel in its own compile processes, so the
+    batch size is best its number of compile processes; 1 streams results one by one.
+    """
+
+    def __init__(self, client: Any, factory: Callable[[], Any], *, reference: Candidate | None = None,
+                 batch_size: int = 1, on_close: Callable[[], None] | None = None,
+                 calibration_timeout_s: float = CALIBRATION_TIMEOUT_S) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.client, self.factory, self.batch_size = client, factory, batch_size
+        self._on_close = on_close
+        self._closed = False
+        names = sorted(str(info.get("name")) for info in client.scheduler_info()["workers"].values())
+        self.description = (f"{getattr(factory, 'description', 'evaluating')} through Dask: {len(names)} "
+                            f"worker(s) ({', '.join(names)})")
+        self.calibration: dict[str, Result] = (
+            self._calibrate(reference, calibration_timeout_s) if reference is not None else {})
+
+    # -- the protocol --------------------------------------------------------------------
+    def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
+        batches = [list(candidates[i:i + self.batch_size]) for i in range(0, len(candidates), self.batch_size)]
+        for index, outcome in run_on_cluster(self.client, on_worker.evaluate, batches, self.factory):
+            if isinstance(outcome, Failed):
+                for candidate in batches[index]:
+                    yield Result(key=candidate.key, status=Status.CRASH, error=outcome.message)
+            else:
+                _label, results = outcome
+                yield from results
+
+    def baselines(self) -> dict[str, Result]:
+        """The library baselines, timed on one worker (like every other baseline of a session)."""
+        for _index, outcome in run_on_cluster(self.client, on_worker.baselines, [None], self.factory):
+            return {} if isinstance(outcome, Failed) else outcome
+        return {}
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.client.run(on_worker.close_evaluators, self.factory)
+        except Exception:  # noqa: BLE001 - workers already gone: nothing left to close
+            pass
+        if self._on_close is not None:
+            self._on_close()
+
+    # -- calibration ---------------------------------------------------------------------------
+    def _calibrate(self, reference: Candidate, timeout_s: float) -> dict[str, Result]:
+        """The reference config timed once on each worker, keyed by worker label (ok results only)."""
+        from distributed import wait
+
+        futures = [self.client.submit(on_worker.evaluate, [reference], self.factory, pure=False, workers=[address],
+                                      allow_other_workers=False)
+                   for address in self.client.scheduler_info()["workers"]]
+        try:
+            wait(futures, timeout=timeout_s)
+        except TimeoutError:  # a worker that never answered is left uncalibrated
+            pass
+        calibration = {}
+        for future in futures:
+            if future.status == "finished":
+                label, (result,) = future.result()
+                if result.ok:
+                    calibration[label] = result
+            else:
+                future.cancel()
+        return dict(sorted(calibration.items()))
+
+
+class RebenchmarkingDistributedEvaluator(DistributedEvaluator):
+    """Adds the final round-robin re-timing, run on one worker so the contenders share one GPU."""
+
+    def rebenchmark(self, candidates: Sequence[Candidate]) -> dict[str, Result]:
+        if not candidates:
+            return {}
+        for _index, outcome in run_on_cluster(self.client, on_worker.rebenchmark, [list(candidates)], self.factory):
+            return {} if isinstance(outcome, Failed) else outcome[1]
+        return {}
+
+
+def distributed_evaluator(client: Any, factory: Callable[[], Any], **options: Any) -> DistributedEvaluator:
+    """The evaluator for `factory`: with the final re-timing when its evaluators can re-time."""
+    cls = RebenchmarkingDistributedEvaluator if getattr(factory, "rebenchmarks", False) else DistributedEvaluator
+    return cls(client, factory, **options)
+
+
+def record_calibration(journal: Cache, session_id: int, fingerprint: str, evaluator: Any) -> int:
+    """Write an evaluator's calibration (if it has one) as rows of the session; how many."""
+    calibration = getattr(evaluator, "calibration", {}) or {}
+    for worker, result in calibration.items():
+        journal.record_calibration(session_id, fingerprint, worker, result)
+    return len(calibration)

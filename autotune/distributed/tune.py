@@ -1,0 +1,51 @@
+"""`autotune tune --workers SPEC`: the distributed GPU evaluator for a tuning request."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from autotune.errors import UserError
+from autotune.task import TuningTask
+from search_spaces.space import InvalidConfig
+
+REMOTE_BATCH = 4  # configs per task on a cluster whose hosts we do not know
+
+
+def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], task: TuningTask,
+                              console: Any) -> Any:
+    """Connect to (or start) the cluster, build each worker's GPU evaluator and calibrate them.
+
+    Each local GPU worker gets an equal share of this machine's cores for its compile
+    processes (`--compile-workers` sets it per worker), and is handed that many configs at a
+    time, so they compile in parallel and are then timed one by one on its GPU.
+    """
+    from autotune.distributed.cluster import connect, parse_workers
+    from autotune.distributed.evaluator import distributed_evaluator
+    from autotune.distributed.factories import GPUEvaluatorFactory
+
+    spec_of_workers = parse_workers(request.workers)
+    try:
+        client, close = connect(spec_of_workers)
+    except (ImportError, RuntimeError, OSError, TimeoutError) as error:
+        raise UserError(str(error)) from None
+    try:
+        count = len(client.nthreads())
+        compile_workers = request.compile_workers
+        if compile_workers is None and spec_of_workers.kind == "local-gpus":
+            compile_workers = max(1, min(16, ((os.cpu_count() or 2) - 1) // count))
+        factory = GPUEvaluatorFactory(
+            spec.name, tuple(shape), task.dtype, device_name=task.identity.device, compile_workers=compile_workers,
+            compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s, seed=request.seed,
+            timing_target_ms=request.timing_target_ms)
+        try:
+            reference = task.default_candidate()
+        except InvalidConfig:
+            reference = None
+        console.print(f"spreading evaluation over {count} Dask worker(s) ({request.workers}); "
+                      + ("timing the default config on each to calibrate them" if reference else "no calibration"))
+        return distributed_evaluator(client, factory, reference=reference,
+                                     batch_size=compile_workers or REMOTE_BATCH, on_close=close)
+    except BaseException:
+        close()
+        raise

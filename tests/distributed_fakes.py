@@ -1,0 +1,91 @@
+"""Costs for the distributed tests, picklable by reference and importable in a Dask worker
+without torch: a hashed cost, one that kills its worker process, one that opens the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from search_spaces.space import canonical_json
+
+
+def hashed_cost(params: Mapping[str, Any]) -> float:
+    """The same deterministic cost as conftest.hashed_cost, in [0.1, 1.1) ms."""
+    digest = hashlib.sha256(canonical_json(dict(params)).encode()).hexdigest()
+    return 0.1 + int(digest[:12], 16) / 16**12
+
+
+@dataclass(frozen=True)
+class KillsItsWorker:
+    """Kills the worker process (os._exit) that evaluates `victim`: on its first attempt only, or
+    every time.  Each kill appends a line to `marker`, so a test can count them."""
+
+    victim: str  # canonical JSON of the victim's params
+    marker: str
+    every_time: bool = False
+
+    def __call__(self, params: Mapping[str, Any]) -> float:
+        if canonical_json(dict(params)) == self.victim:
+            marker = Path(self.marker)
+            if self.every_time or not marker.exists():
+                with marker.open("a") as out:
+                    out.write(f"killed pid {os.getpid()}\n")
+                os._exit(1)
+        return hashed_cost(params)
+
+
+@dataclass(frozen=True)
+class OpensTheCache:
+    """A cost that tries to open a tuning database from inside a worker (a second writer)."""
+
+    path: str
+
+    def __call__(self, params: Mapping[str, Any]) -> float:
+        from autotune.cache import Cache
+
+        Cache.open(self.path, create=True).close()
+        return hashed_cost(params)
+
+
+@dataclass(frozen=True)
+class RecordsASession:
+    """A whole job: records a session of `rows` evaluations of a toy space into the database it
+    is given; with `fail_after`, raises once that many rows are recorded."""
+
+    seed: int
+    rows: int
+    fail_after: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"job {self.seed}"
+
+    def __call__(self, db_path: Path) -> dict:
+        from autotune.cache import Cache
+        from autotune.types import Candidate, Result, Status
+        from search_spaces import Ordinal, SearchSpace, SpaceIdentity
+
+        space = SearchSpace(kernel="toy", family="triton", default={"x": 0},
+                            parameters=(Ordinal(name="x", choices=tuple(range(16)), default_value=0),))
+        identity = SpaceIdentity(space=space, signature={"shape": [8], "dtype": "float16"}, source_hash="t" * 24,
+                                 versions={"python": "3"}, device="toy device")
+        cache = Cache.open(db_path, create=True)
+        try:
+            cache.put_space(identity)
+            session = cache.start_session(kernel="toy", shape=(8,), dtype="float16", strategy="random",
+                                          seed=self.seed, budget=self.rows, seconds=None,
+                                          fingerprint=identity.fingerprint, device="toy device",
+                                          versions={"python": "3"}, mode="gpu", options={})
+            for i in range(self.rows):
+                if self.fail_after is not None and i == self.fail_after:
+                    raise ValueError(f"{self.name} fails on purpose")
+                candidate = Candidate(params={"x": i}, native={"x": i}, key=f"k{i}")
+                cache.record(session, identity.fingerprint, 1, i, candidate,
+                             Result(key=candidate.key, status=Status.OK, median_ms=1.0 + i, min_ms=1.0, max_ms=2.0))
+            cache.end_session(session, "budget", None)
+        finally:
+            cache.close()
+        return {"seed": self.seed, "rows": self.rows}
