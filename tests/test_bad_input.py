@@ -294,6 +294,9 @@ BAD_ARGS = {
     "tune more configs than budget": [*TUNE, "--config", "[{}, {}, {}]"],
     "tune unknown space": [*TUNE, "--space", "ffff"],
     "tune compile timeout": [*TUNE, "--compile-timeout", "-5"],
+    "tune workers local:0": [*TUNE, "--workers", "local:0"],
+    "tune workers not a spec": [*TUNE, "--workers", "gpus"],
+    "tune workers in a replay": [*TUNE, "--workers", "local:2"],  # no GPU here: a replay, nothing to spread
     "sessions limit 0": ["sessions", "--db", "DB", "--limit", "0"],
     "show session 0": ["show", "0", "--db", "DB"],
     "show session -1": ["show", "-1", "--db", "DB"],
@@ -339,6 +342,8 @@ def test_bad_arguments_are_one_line_and_write_nothing(case, db, tmp_path, capsys
     ("check-config unknown kernel", ["nope"]), ("check-config space without db", ["--db"]),
     ("tune shape '64 x 40000'", ["64 x 40000"]), ("noise shape '+64x40000'", ["+64x40000"]),
     ("show unknown session", ["99"]), ("tune more configs than budget", ["3 configs", "budget of 2"]),
+    ("tune workers local:0", ["local:0", "positive"]), ("tune workers not a spec", ["gpus", "local-gpus"]),
+    ("tune workers in a replay", ["--workers local:2", "replay"]),
 ])
 def test_messages_name_the_problem(case, words, db, capsys):
     args = [str(db) if a == "DB" else a for a in BAD_ARGS[case]]
