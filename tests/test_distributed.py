@@ -348,3 +348,26 @@ def test_tune_with_workers_records_where_and_resumes_with_the_same_workers(tmp_p
                           seed=0, generation_size=None, db=db, replay=False, replay_db=tmp_path / "r.db", space=None,
                           fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=session["id"])
     assert resumed_request(request).workers == "local:2"
+
+
+# -- the two-GPU throughput experiment: its parts on CPU workers, its refusal without two GPUs -----
+def test_throughput_experiment_refuses_without_two_gpus(capsys):
+    from experiments import distributed_throughput
+
+    assert distributed_throughput.main(["--configs", "64"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs at least 2 GPUs" in err
+
+
+def test_throughput_experiment_measures_and_reports(triton_task, one_worker, three_workers):
+    from experiments.distributed_throughput import generation, measure, report
+
+    candidates = generation(triton_task, 8, seed=1)
+    assert len({c.key for c in candidates}) == 8
+    factory = FakeEvaluatorFactory(hashed_cost, delay_s=0.02)
+    runs = [measure(client, factory, candidates, triton_task.default_candidate(), batch_size=2)
+            for client in (one_worker, three_workers)]
+    assert [(r.gpus, r.configs, r.ok) for r in runs] == [(1, 8, 8), (3, 8, 8)]
+    text = report(runs, shape="64x40000", dtype="float16", seed=1, compile_workers=2, device="cpu")
+    assert "Throughput ratio (3 GPUs / 1 GPU)" in text and "Spread between the GPUs" in text
+    assert "| 3 | 8 | 8 |" in text and "**1.000**" in text  # the fake times the reference alike everywhere

@@ -1,0 +1,169 @@
+"""Throughput of evaluation spread over GPUs: one generation on 1 GPU, then on 2.
+
+The same generation of Helion softmax configs (random strategy, fixed seed; 4096x32000
+float16 by default) is evaluated through `DistributedEvaluator` on a local Dask cluster of
+one GPU worker, then of two.  Each worker compiles with the same number of processes in
+both runs, so the ratio measures what a second GPU adds.  Start-up is not counted: the
+workers bind the kernel and boot their processes while they time the reference config (the
+calibration), and the clock starts after that.  The report gives configs per second on
+each, their ratio, and the calibration spread between the two GPUs (slowest/fastest median
+of the same config), which says whether measurements from both can be mixed.
+
+Nothing is recorded in a database: this measures the evaluator alone.  Needs two GPUs and
+the distributed extra; refuses in one line otherwise.
+
+    python -m experiments.distributed_throughput --configs 64 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+DEFAULT_REPORT = REPO / "experiments" / "reports" / "distributed_throughput.md"
+KERNEL = "softmax"
+
+
+@dataclass
+class Run:
+    """One generation evaluated on `gpus` workers."""
+
+    gpus: int
+    configs: int
+    ok: int
+    wall_s: float
+    calibration: dict[str, float] = field(default_factory=dict)  # worker -> reference median ms
+
+    @property
+    def configs_per_s(self) -> float:
+        return self.configs / self.wall_s if self.wall_s > 0 else float("nan")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.distributed_throughput",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--configs", type=int, default=64, help="configs in the generation (at least 64)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--shape", default="4096x32000")
+    parser.add_argument("--dtype", default="float16")
+    parser.add_argument("--compile-workers", type=int, default=None,
+                        help="compile processes per GPU worker (default: this machine's cores, less one, halved)")
+    parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="where the Markdown report goes")
+    args = parser.parse_args(argv)
+    if args.configs < 64:
+        parser.error(f"--configs must be at least 64, got {args.configs}")
+    if args.compile_workers is not None and args.compile_workers < 1:
+        parser.error(f"--compile-workers must be positive, got {args.compile_workers}")
+    return args
+
+
+def generation(task: Any, count: int, seed: int) -> list[Any]:
+    """`count` distinct configs proposed by the random strategy with `seed`."""
+    from autotune.strategies import get_strategy
+    from search_spaces.space import InvalidConfig
+
+    strategy = get_strategy("random")(task.space, seed=seed)
+    chosen: dict[str, Any] = {}
+    for _ in range(20):
+        for point in strategy.ask(count):
+            try:
+                candidate = task.candidate(point)
+            except InvalidConfig:
+                continue
+            chosen.setdefault(candidate.key, candidate)
+        if len(chosen) >= count:
+            break
+    return list(chosen.values())[:count]
+
+
+def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, batch_size: int) -> Run:
+    """Calibrate (and so warm up) every worker, then time the generation."""
+    from autotune.distributed.evaluator import distributed_evaluator
+
+    evaluator = distributed_evaluator(client, factory, reference=reference, batch_size=batch_size)
+    try:
+        started = time.perf_counter()
+        results = list(evaluator.evaluate(candidates))
+        wall_s = time.perf_counter() - started
+    finally:
+        evaluator.close()
+    return Run(gpus=len(client.nthreads()), configs=len(results), ok=sum(r.ok for r in results), wall_s=wall_s,
+               calibration={worker: r.median_ms for worker, r in evaluator.calibration.items()})
+
+
+def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_workers: int, device: str) -> str:
+    one, two = runs
+    lines = [
+        "# Evaluation spread over GPUs: throughput", "",
+        f"One generation of {one.configs} Helion softmax configs ({shape} {dtype}, random strategy, seed {seed}) "
+        f"evaluated through `DistributedEvaluator` on {device}; {compile_workers} compile processes per GPU worker, "
+        "start-up not counted.", "",
+        "| GPUs | configs | ok | wall s | configs/s |", "| --- | --- | --- | --- | --- |",
+        *(f"| {r.gpus} | {r.configs} | {r.ok} | {r.wall_s:.1f} | {r.configs_per_s:.2f} |" for r in runs), "",
+        f"Throughput ratio ({two.gpus} GPUs / {one.gpus} GPU): **{two.configs_per_s / one.configs_per_s:.2f}x**.", "",
+    ]
+    medians = two.calibration
+    if len(medians) >= 2:
+        spread = max(medians.values()) / min(medians.values())
+        lines += [f"Calibration (the default config timed on each of the {two.gpus} GPUs):", "",
+                  "| worker | median ms |", "| --- | --- |",
+                  *(f"| {worker} | {ms:.4f} |" for worker, ms in medians.items()), "",
+                  f"Spread between the GPUs (slowest/fastest median): **{spread:.3f}**.", ""]
+    else:
+        lines += ["Calibration: fewer than two GPUs answered the reference config; no spread.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    from autotune.distributed.cluster import visible_gpus
+
+    devices = visible_gpus()
+    if len(devices) < 2:
+        print(f"distributed_throughput: needs at least 2 GPUs; this machine has {len(devices)}", file=sys.stderr)
+        return 2
+    from distributed import Client
+
+    from autotune.distributed.cluster import start_local_cluster
+    from autotune.distributed.factories import GPUEvaluatorFactory
+    from autotune.kernels import get_kernel, parse_dtype, parse_shape
+    from autotune.task import bind_live
+
+    spec = get_kernel(KERNEL)
+    shape, dtype = parse_shape(args.shape, spec.rank), parse_dtype(args.dtype, spec.dtypes)
+    task = bind_live(spec, shape, dtype, "cuda", seed=args.seed)
+    candidates = generation(task, args.configs, args.seed)
+    compile_workers = args.compile_workers or max(1, ((os.cpu_count() or 2) - 1) // 2)
+    factory = GPUEvaluatorFactory(spec.name, tuple(shape), task.dtype, device_name=task.identity.device,
+                                  compile_workers=compile_workers, seed=args.seed)
+    runs = []
+    for gpus in (1, 2):
+        cluster = start_local_cluster({f"gpu{i}": {"CUDA_VISIBLE_DEVICES": d} for i, d in enumerate(devices[:gpus])})
+        client = Client(cluster)
+        try:
+            client.wait_for_workers(gpus, timeout=120)
+            runs.append(measure(client, factory, candidates, task.default_candidate(), compile_workers))
+            print(f"{gpus} GPU(s): {runs[-1].configs} configs in {runs[-1].wall_s:.1f} s", flush=True)
+        finally:
+            client.close()
+            cluster.close()
+    text = report(runs, shape=args.shape, dtype=args.dtype, seed=args.seed, compile_workers=compile_workers,
+                  device=task.identity.device)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(text)
+    print(text)
+    print(f"report written to {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
