@@ -4,6 +4,7 @@ as a crash, one writer, where each row was measured, and whole jobs merged home.
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,24 @@ def test_a_config_that_kills_every_worker_is_recorded_as_crash_and_the_session_g
     assert crashed.result.status is Status.CRASH and "died twice" in crashed.result.error
     assert outcome.exit_reason == in_process[0].exit_reason
     assert outcome.evaluations == in_process[0].evaluations and len(rows) == len(set(r.candidate.key for r in rows))
+
+
+def test_a_session_that_stops_early_leaves_nothing_in_flight(triton_task, three_workers):
+    evaluator = distributed_evaluator(three_workers, FakeEvaluatorFactory(hashed_cost, delay_s=0.5))
+    candidates = generation_of(triton_task, 9)
+    stream = evaluator.evaluate(candidates)
+    first = next(stream)
+    assert first.ok and first.measured_on
+    stream.close()  # what the session does when its time budget runs out mid-generation
+    gc.collect()  # the yielded task's future sits in a reference cycle of Dask's until collected
+    assert not three_workers.futures  # the rest were cancelled, not left to run and be forgotten
+    evaluator.close()
+
+
+def generation_of(task, count: int) -> list:
+    from experiments.distributed_throughput import generation
+
+    return generation(task, count, seed=5)
 
 
 # -- (c) one writer ------------------------------------------------------------------------------
@@ -363,7 +382,7 @@ def test_throughput_experiment_measures_and_reports(triton_task, one_worker, thr
     from experiments.distributed_throughput import generation, measure, report
 
     candidates = generation(triton_task, 8, seed=1)
-    assert len({c.key for c in candidates}) == 8
+    assert len({c.key for c in candidates}) == 8 == len(generation_of(triton_task, 8))
     factory = FakeEvaluatorFactory(hashed_cost, delay_s=0.02)
     runs = [measure(client, factory, candidates, triton_task.default_candidate(), batch_size=2)
             for client in (one_worker, three_workers)]

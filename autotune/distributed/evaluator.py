@@ -50,13 +50,17 @@ class DistributedEvaluator:
     # -- the protocol --------------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
         batches = [list(candidates[i:i + self.batch_size]) for i in range(0, len(candidates), self.batch_size)]
-        for index, outcome in run_on_cluster(self.client, on_worker.evaluate, batches, self.factory):
-            if isinstance(outcome, Failed):
-                for candidate in batches[index]:
-                    yield Result(key=candidate.key, status=Status.CRASH, error=outcome.message)
-            else:
-                _label, results = outcome
-                yield from results
+        stream = run_on_cluster(self.client, on_worker.evaluate, batches, self.factory)
+        try:
+            for index, outcome in stream:
+                if isinstance(outcome, Failed):
+                    for candidate in batches[index]:
+                        yield Result(key=candidate.key, status=Status.CRASH, error=outcome.message)
+                else:
+                    _label, results = outcome
+                    yield from results
+        finally:  # the session stopped early (time budget, Ctrl-C): cancel what is still in flight
+            stream.close()
 
     def baselines(self) -> dict[str, Result]:
         """The library baselines, timed on one worker (like every other baseline of a session)."""

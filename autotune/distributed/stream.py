@@ -60,6 +60,7 @@ def run_on_cluster(client: Any, fn: Callable[..., Any], items: Sequence[Any], *e
     finally:
         if running:
             client.cancel(list(running))
+        completed.clear()  # drop its hold on finished futures, so their results are released now
 
 
 def _elsewhere(client: Any, history: list[tuple[str, str]]) -> dict[str, Any]:
