@@ -1,12 +1,15 @@
 """Heuristic seeds against the default config, a small grid and torch, on the matmul-epilogue family.
 
 For each kernel and shape, one GPU evaluator (the project's, so every figure uses one
-timer and one accuracy check) measures: Helion's default config, every rule seed, a
-seeded random sample of a small grid (M tile x K tile x num_warps x num_stages; its best
-is "grid-best"), and the torch eager and torch.compile baselines.  Results go to a
+timer and one accuracy check) measures: Helion's default config, every rule seed, Helion's
+own compiler seeds when its ConfigSpec offers any, a seeded random sample of a small grid
+(M tile x K tile x num_warps x num_stages; its best is "grid-best"), and the torch eager and
+torch.compile baselines.  Results go to a
 Markdown table (and JSON) under --out, rewritten after every kernel and shape so a cut-short
 run keeps what it measured, and rows of earlier runs for other kernels or shapes are kept (so
-the experiment can be run in parts); with --db every evaluation is also recorded as a session.
+the experiment can be run in parts); with --db every evaluation is also recorded as a session
+(its options hold the rule analysis and each config's labels).  `experiments/seed_study` runs
+seed 004's cells through the same plan, measurement and recording.
 
     python -m experiments.heuristic_seeds --dry-run            # what would be measured (CPU is fine)
     python -m experiments.heuristic_seeds --out experiments/reports --db cache.db
@@ -20,6 +23,7 @@ import itertools
 import json
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,37 +36,62 @@ GRID_M = (16, 32, 64, 128)
 GRID_K = (16, 32, 64)
 GRID_WARPS = (4, 8)
 GRID_STAGES = (1, 3)
+LABEL_JOIN = " | "  # between the labels of one config in a recorded session's "labels"
 
 
-def grid_points(task: Any, sample: int, seed: int) -> list[dict[str, Any]]:
-    """A seeded sample of the small grid, only points of the task's space."""
+@dataclass(frozen=True)
+class Grid:
+    """The axes of a grid over the M tile, the K tile, num_warps and num_stages; every other
+    parameter stays at the default."""
+
+    m: tuple[int, ...] = GRID_M
+    k: tuple[int, ...] = GRID_K
+    warps: tuple[int, ...] = GRID_WARPS
+    stages: tuple[int, ...] = GRID_STAGES
+
+
+def grid_points(task: Any, sample: int | None, seed: int, grid: Grid = Grid()) -> list[dict[str, Any]]:
+    """The grid's points that are points of the task's space: a seeded sample of `sample` of
+    them, or (sample None) all of them in the grid's order."""
     m_slot, k_slot = "block_sizes[0]", "block_sizes[1]"
     points = []
-    for m, k, warps, stages in itertools.product(GRID_M, GRID_K, GRID_WARPS, GRID_STAGES):
+    for m, k, warps, stages in itertools.product(grid.m, grid.k, grid.warps, grid.stages):
         params = {**task.space.default, m_slot: m, k_slot: k, "num_warps": warps, "num_stages": stages}
         if not task.space.violations(params):
             points.append(task.space.ordered(params))
+    if sample is None:
+        return points
     random.Random(seed).shuffle(points)
     return points[:sample]
 
 
-def plan(kernel: str, shape_text: str, dtype_text: str, device: str, sample: int, seed: int) -> dict[str, Any]:
+def plan(kernel: str, shape_text: str, dtype_text: str, device: str, sample: int | None, seed: int,
+         grid: Grid = Grid()) -> dict[str, Any]:
     """The task and the labelled candidates to measure for one kernel and shape."""
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.task import bind_live
-    from heuristics import analyse
 
     spec = get_kernel(kernel)
     shape, dtype = parse_shape(shape_text, spec.rank), parse_dtype(dtype_text, spec.dtypes)
-    task = bind_live(spec, shape, dtype, device, seed=seed)
+    return plan_task(bind_live(spec, shape, dtype, device, seed=seed), sample, seed, grid)
+
+
+def plan_task(task: Any, sample: int | None, seed: int, grid: Grid = Grid()) -> dict[str, Any]:
+    """The labelled candidates for a bound task: the default, every rule seed, Helion's own
+    compiler seeds (when its ConfigSpec offers any) and the grid's points."""
+    from heuristics import analyse
+
     analysis = analyse(task)
-    labelled: list[tuple[str, dict[str, Any]]] = [("default", task.space.default)]
+    labelled: list[tuple[str, Any]] = [("default", task.space.default)]
     labelled += [(f"seed {i}: {s.rule}", s.params) for i, s in enumerate(analysis.outcome.seeds, start=1)]
-    labelled += [(f"grid {i}", p) for i, p in enumerate(grid_points(task, sample, seed), start=1)]
+    natives = task.space.extras.get("compiler_seeds", [])
+    labelled += [(f"helion seed {i}", _Native(n)) for i, n in enumerate(natives, start=1)]
+    labelled += [(f"grid {i}", p) for i, p in enumerate(grid_points(task, sample, seed, grid), start=1)]
     candidates, seen = [], set()
     for label, params in labelled:
         try:
-            candidate = task.candidate(params)
+            candidate = (task.candidate_from_native(params.native) if isinstance(params, _Native)
+                         else task.candidate(params))
         except ValueError as error:  # InvalidConfig: reported, not measured
             candidates.append((label, None, str(error)))
             continue
@@ -71,27 +100,49 @@ def plan(kernel: str, shape_text: str, dtype_text: str, device: str, sample: int
     return {"task": task, "analysis": analysis, "candidates": candidates}
 
 
-def measure(item: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """One evaluator for one kernel and shape: configs, then baselines; optionally recorded."""
-    from autotune.evaluators.gpu import GPUEvaluator
+@dataclass(frozen=True)
+class _Native:
+    """A config as the compiler writes it (Helion's seeds), not yet a point of the space."""
 
+    native: dict[str, Any]
+
+
+def session_labels(item: dict[str, Any]) -> dict[str, str]:
+    """Config key -> its labels joined by LABEL_JOIN (a config may be the default, a seed and a
+    grid point at once: it is measured once and counts for each)."""
+    labels: dict[str, list[str]] = {}
+    for label, candidate, _ in item["candidates"]:
+        if candidate is not None:
+            labels.setdefault(candidate.key, []).append(label)
+    return {key: LABEL_JOIN.join(names) for key, names in labels.items()}
+
+
+def measure(item: dict[str, Any], args: argparse.Namespace, *, tags: Any = None,
+            evaluator: Any = None) -> dict[str, Any]:
+    """One evaluator for one kernel and shape: configs, then baselines; optionally recorded.
+
+    `tags` becomes the session's `options["experiment"]` (default "heuristic_seeds");
+    `evaluator` replaces the GPU evaluator (tests give a fake one)."""
     task = item["task"]
     unique = {c.key: c for _, c, _ in item["candidates"] if c is not None}
     started = time.time()
-    evaluator = GPUEvaluator(task.spec.name, task.shape, task.dtype, device_name=task.identity.device,
-                             compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout)
+    if evaluator is None:
+        from autotune.evaluators.gpu import GPUEvaluator
+
+        evaluator = GPUEvaluator(task.spec.name, task.shape, task.dtype, device_name=task.identity.device,
+                                 compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout)
     try:
         results = {r.key: r for r in evaluator.evaluate(list(unique.values()))}
         baselines = evaluator.baselines()
     finally:
         evaluator.close()
     if args.db:
-        _record(args.db, item, unique, results, baselines)
+        _record(args.db, item, unique, results, baselines, "heuristic_seeds" if tags is None else tags)
     return {"results": results, "baselines": baselines, "wall_s": time.time() - started}
 
 
 def _record(db: str, item: dict[str, Any], unique: dict[str, Any], results: dict[str, Any],
-            baselines: dict[str, Any]) -> None:
+            baselines: dict[str, Any], tags: Any) -> None:
     from autotune.cache import Cache
 
     task = item["task"]
@@ -102,8 +153,8 @@ def _record(db: str, item: dict[str, Any], unique: dict[str, Any], results: dict
             kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy="experiment", seed=0,
             budget=len(unique), seconds=None, fingerprint=task.fingerprint, device=task.identity.device,
             versions=task.identity.versions, mode="gpu",
-            options={"experiment": "heuristic_seeds", "heuristics": item["analysis"].to_record(),
-                     "labels": {c.key: label for label, c, _ in item["candidates"] if c is not None}})
+            options={"experiment": tags, "heuristics": item["analysis"].to_record(), "labels": session_labels(item),
+                     "invalid": {label: note for label, c, note in item["candidates"] if c is None}})
         for ordinal, (key, candidate) in enumerate(unique.items()):
             if key in results:
                 cache.record_alias(task.fingerprint, candidate.params, candidate)
