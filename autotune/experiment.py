@@ -50,7 +50,39 @@ def load_experiment(folder: str | Path) -> Experiment:
         raise UserError(f"no experiment folder {str(folder)!r}")
     if not init.is_file():
         raise UserError(f"{folder} is not an experiment: it has no __init__.py defining run() and report()")
-    # A private module name per folder, so two folders with the same name never collide.
+    dotted = _importable_name(path)
+    if dotted is not None:  # e.g. experiments.softmax_study: its jobs pickle by reference (Dask workers)
+        module = importlib.import_module(dotted)
+    else:
+        module = _load_private(path, init)
+    missing = [attr for attr in ("run", "report") if not callable(getattr(module, attr, None))]
+    if missing:
+        raise UserError(f"{folder} is not an experiment: its __init__.py lacks {' and '.join(missing)}()")
+    return _as_experiment(module)
+
+
+def _importable_name(path: Path) -> str | None:
+    """The dotted name under which `path` imports (from sys.path or an installed package), if any."""
+    top = path.resolve()
+    if not (top / "__init__.py").is_file():
+        return None
+    while (top.parent / "__init__.py").is_file():  # climb to the outermost package
+        top = top.parent
+    parts = path.resolve().relative_to(top.parent).parts
+    if not all(part.isidentifier() for part in parts):
+        return None
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    locations = [Path(p).resolve() for p in (spec.submodule_search_locations or [])] if spec else []
+    return ".".join(parts) if top in locations else None
+
+
+def _load_private(path: Path, init: Path) -> ModuleType:
+    """A folder outside the import path: loaded under a private name (one per folder, so two
+    folders with the same name never collide) and, where Dask is installed, pickled by value so
+    its jobs can still travel to workers."""
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
     name = f"_autotune_experiment_{path.name.replace('-', '_')}_{digest}"
     module = sys.modules.get(name)
@@ -64,10 +96,13 @@ def load_experiment(folder: str | Path) -> Experiment:
         except Exception:
             del sys.modules[name]
             raise
-    missing = [attr for attr in ("run", "report") if not callable(getattr(module, attr, None))]
-    if missing:
-        raise UserError(f"{folder} is not an experiment: its __init__.py lacks {' and '.join(missing)}()")
-    return _as_experiment(module)
+        try:
+            import cloudpickle
+        except ImportError:
+            pass
+        else:
+            cloudpickle.register_pickle_by_value(module)
+    return module
 
 
 def _as_experiment(module: ModuleType) -> Experiment:

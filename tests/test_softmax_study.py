@@ -174,3 +174,21 @@ def test_bad_experiment_requests_are_one_line(argv, words, tmp_path, capsys):
     for word in words:
         assert word in err, err
     assert not list(tmp_path.glob("*.db"))
+
+
+def test_study_jobs_pickle_for_workers(tmp_path):
+    """Jobs travel to Dask workers: a study inside an importable package is imported under its
+    real name (so its jobs pickle by reference); a copy elsewhere still loads, privately."""
+    import pickle
+    import shutil
+
+    study = load_experiment(STUDY_DIR)
+    assert study.__name__ == "experiments.softmax_study"
+    from experiments.softmax_study.runner import TuneJob
+
+    job = TuneJob("softmax-split", "1024x50257", "float16", budget=60, seconds=25)
+    assert pickle.loads(pickle.dumps(job)) == job
+    copy = tmp_path / "my_study"
+    shutil.copytree(STUDY_DIR, copy, ignore=shutil.ignore_patterns("report", "__pycache__"))
+    private = load_experiment(copy)
+    assert private.__name__.startswith("_autotune_experiment_my_study_") and callable(private.report)
