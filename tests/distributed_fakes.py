@@ -89,3 +89,37 @@ class RecordsASession:
         finally:
             cache.close()
         return {"seed": self.seed, "rows": self.rows}
+
+
+class _RebenchmarkingFake:
+    """A fake evaluator that can also re-time configs (as the GPU evaluator does at the end)."""
+
+    def __init__(self) -> None:
+        from autotune.evaluators.fake import FakeEvaluator
+
+        self.inner = FakeEvaluator(hashed_cost)
+        self.description = self.inner.description
+
+    def evaluate(self, candidates):
+        return self.inner.evaluate(candidates)
+
+    def baselines(self):
+        return {}
+
+    def rebenchmark(self, candidates):
+        from autotune.types import Result, Status
+
+        return {c.key: Result(key=c.key, status=Status.OK, median_ms=hashed_cost(c.params) * 1.01, min_ms=0.0,
+                              max_ms=2.0, repetitions=3) for c in candidates}
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class RebenchmarkingFakeFactory:
+    rebenchmarks = True
+    description = "fake evaluator that re-times"
+
+    def __call__(self) -> _RebenchmarkingFake:
+        return _RebenchmarkingFake()

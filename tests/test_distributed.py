@@ -24,7 +24,8 @@ from autotune.evaluators.fake import FakeEvaluator  # noqa: E402
 from autotune.session import Session, SessionSettings  # noqa: E402
 from autotune.strategies import get_strategy  # noqa: E402
 from autotune.types import Status  # noqa: E402
-from distributed_fakes import KillsItsWorker, OpensTheCache, RecordsASession, hashed_cost  # noqa: E402
+from distributed_fakes import (KillsItsWorker, OpensTheCache, RebenchmarkingFakeFactory, RecordsASession,  # noqa: E402
+                               hashed_cost)
 from search_spaces.space import canonical_json  # noqa: E402
 
 STRATEGY, SEED, BUDGET = "pattern", 3, 24
@@ -111,6 +112,15 @@ def test_same_proposals_and_rows_at_one_and_three_workers(workers, batch_size, i
     assert {result.key for result in calibration.values()} == {triton_task.default_candidate().key}
     reference_ms = hashed_cost(triton_task.default_candidate().params)
     assert [result.median_ms for result in calibration.values()] == pytest.approx([reference_ms] * len(names))
+
+
+def test_the_final_re_timing_runs_on_one_worker(triton_task, three_workers, tmp_path):
+    evaluator = distributed_evaluator(three_workers, RebenchmarkingFakeFactory())
+    outcome, _strategy, journal = tune(triton_task, evaluator, tmp_path / "r.db")
+    final = [row for row in journal.session_evaluations(outcome.session_id) if row.generation < 0]
+    assert len(final) >= 5 and len({row.result.measured_on for row in final}) == 1  # one GPU for every contender
+    assert all(row.result.median_ms == pytest.approx(hashed_cost(row.candidate.params) * 1.01) for row in final)
+    assert outcome.best[1].median_ms == min(row.result.median_ms for row in final)
 
 
 # -- (b) a worker killed mid-generation ------------------------------------------------------------
