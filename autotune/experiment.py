@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 from autotune.errors import UserError
 
@@ -107,3 +107,25 @@ def _load_private(path: Path, init: Path) -> ModuleType:
 
 def _as_experiment(module: ModuleType) -> Experiment:
     return module  # type: ignore[return-value]  # checked above: it has run() and report()
+
+
+def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptions, console: Any,
+                 describe: Callable[[Any], str], noun: str = "job") -> None:
+    """Run an experiment's jobs (each `job(db_path) -> summary`): one after another into
+    `options.db`, or spread over `options.workers` (each into a private database merged home).
+    One job failing never stops the others."""
+    console.print(f"{len(jobs)} {noun}(s) to run")
+    if options.workers:
+        from autotune.distributed.jobs import run_jobs
+
+        for job, outcome in zip(jobs, run_jobs(list(jobs), options.db, options.workers)):
+            console.print(f"{describe(job)}: {outcome}")
+        return
+    for number, job in enumerate(jobs, start=1):
+        console.rule(f"{noun} {number}/{len(jobs)}: {describe(job)}")
+        try:
+            outcome = job(options.db)
+        except Exception as error:  # one job failing must not lose the others
+            console.print(f"[red]{noun} failed[/red]: {type(error).__name__}: {error}")
+            continue
+        console.print(f"recorded: {outcome}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import UserError
-from autotune.experiment import ExperimentOptions
+from autotune.experiment import ExperimentOptions, execute_jobs
 from experiments import heuristic_seeds as hs
 
 from . import definition as d
@@ -137,19 +137,7 @@ def run(options: ExperimentOptions, console: Any) -> None:
         jobs = [job for job in jobs if job.name not in done]
         if skipped:
             console.print(f"{len(skipped)} cell(s) already recorded in {options.db} (use --again to repeat them)")
-    console.print(f"{len(jobs)} cell(s) to run")
     if options.workers:
-        from autotune.distributed.jobs import run_jobs
-
         send_by_value()
-        for job, outcome in zip(jobs, run_jobs(jobs, options.db, options.workers)):
-            console.print(f"{job.name}: {outcome}")
-        return
-    for number, job in enumerate(jobs, start=1):
-        console.rule(f"cell {number}/{len(jobs)}: {job.name} ({job.cell.regime})")
-        try:
-            outcome = job(options.db)
-        except Exception as error:  # one cell failing must not lose the others
-            console.print(f"[red]cell failed[/red]: {type(error).__name__}: {error}")
-            continue
-        console.print(f"recorded: {outcome}")
+    execute_jobs(jobs, options, console, describe=lambda job: f"{job.name} ({job.cell.regime})",
+                 noun="cell")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from rich.console import Console
 
 from autotune.errors import UserError
-from autotune.experiment import ExperimentOptions
+from autotune.experiment import ExperimentOptions, execute_jobs
 
 from . import definition as d
 
@@ -128,19 +128,4 @@ def run(options: ExperimentOptions, console: Any) -> None:
         jobs = [job for job in jobs if (job.shape, job.method) not in done]
         if skipped:
             console.print(f"{len(skipped)} job(s) already recorded in {options.db} (use --again to repeat them)")
-    console.print(f"{len(jobs)} job(s) to run")
-    if options.workers:
-        from autotune.distributed.jobs import run_jobs
-
-        outcomes = run_jobs(jobs, options.db, options.workers)
-        for job, outcome in zip(jobs, outcomes):
-            console.print(f"{job.shape} {job.method}: {outcome}")
-        return
-    for number, job in enumerate(jobs, start=1):
-        console.rule(f"job {number}/{len(jobs)}: {job.method} at {job.shape} {options.dtype}")
-        try:
-            outcome = job(options.db)
-        except Exception as error:  # one job failing must not lose the others
-            console.print(f"[red]job failed[/red]: {type(error).__name__}: {error}")
-            continue
-        console.print(f"recorded: {outcome}")
+    execute_jobs(jobs, options, console, describe=lambda job: f"{job.method} at {job.shape} {options.dtype}")
