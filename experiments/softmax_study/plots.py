@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from autotune.report import gbps
+
 from .data import ShapeResult
 
 
@@ -14,6 +16,13 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _save(plt, figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
 
 
 def _methods(results: list[ShapeResult]) -> list[str]:
@@ -37,7 +46,7 @@ def bandwidth_bars(results: list[ShapeResult], path: Path) -> Path:
             row = next((r for r in result.rows if r.method == method), None)
             if row is not None:
                 xs.append(position + (index - (len(methods) - 1) / 2) * width)
-                ys.append(result.bytes_moved / (row.median_ms * 1e6))
+                ys.append(gbps(result.bytes_moved, row.median_ms))
         axes.bar(xs, ys, width=width, label=method)
     axes.set_xticks(range(len(results)), [r.label for r in results])
     axes.set_yscale("log")
@@ -45,10 +54,7 @@ def bandwidth_bars(results: list[ShapeResult], path: Path) -> Path:
     axes.set_title("softmax: achieved bandwidth per shape and method")
     axes.legend(fontsize=8, ncol=2)
     axes.grid(True, axis="y", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, path)
 
 
 def roofline(results: list[ShapeResult], path: Path) -> Path:
@@ -56,11 +62,11 @@ def roofline(results: list[ShapeResult], path: Path) -> Path:
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(8, 5.5))
     sizes = [r.bytes_moved for r in results]
-    copies = [(r.bytes_moved, r.bytes_moved / (r.copy_ms * 1e6)) for r in results if r.copy_ms]
+    copies = [(r.bytes_moved, gbps(r.bytes_moved, r.copy_ms)) for r in results if r.copy_ms]
     if copies:
         axes.plot(*zip(*copies), "k--", label="device-to-device copy (measured)")
     for method in _methods(results):
-        points = [(r.bytes_moved, r.bytes_moved / (row.median_ms * 1e6)) for r in results
+        points = [(r.bytes_moved, gbps(r.bytes_moved, row.median_ms)) for r in results
                   for row in r.rows if row.method == method]
         axes.plot(*zip(*points), marker="o", label=method)
     axes.set_xscale("log")
@@ -71,10 +77,7 @@ def roofline(results: list[ShapeResult], path: Path) -> Path:
     axes.set_title("softmax: bandwidth against problem size (left: launch-bound)")
     axes.legend(fontsize=8)
     axes.grid(True, which="both", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, path)
 
 
 def timelines(results: list[ShapeResult], path: Path) -> Path:
@@ -95,7 +98,4 @@ def timelines(results: list[ShapeResult], path: Path) -> Path:
     axes.set_title("how fast each shape's winning session got there")
     axes.legend(fontsize=8)
     axes.grid(True, alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, path)

@@ -9,7 +9,7 @@ from typing import Any
 from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions
 from autotune.export import export_config
-from autotune.report import timeline_line
+from autotune.report import gbps, timeline_line
 
 from . import definition as d
 from . import plots
@@ -38,7 +38,7 @@ def report(options: ExperimentOptions, console: Any) -> Path:
 
 
 def _gbps(result: ShapeResult, ms: float) -> float:
-    return result.bytes_moved / (ms * 1e6)
+    return gbps(result.bytes_moved, ms)
 
 
 def _error(value: float | None) -> str:
