@@ -36,6 +36,15 @@ class ExperimentOptions:
     again: bool = False  # run jobs already recorded once more
 
 
+def experiment_tags(session_options: dict[str, Any]) -> dict[str, Any]:
+    """A session's experiment tags as a dict.  Older scripts tagged a session with the study's
+    name alone (a string); that reads as {"study": name}."""
+    tags = session_options.get("experiment")
+    if isinstance(tags, dict):
+        return tags
+    return {"study": tags} if isinstance(tags, str) and tags else {}
+
+
 class Experiment(Protocol):
     def run(self, options: ExperimentOptions, console: Any) -> None: ...
 

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from autotune.cache import Cache, SpaceRecord
 from autotune.errors import UserError
+from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
 from autotune.task import TuningTask, bind_live, bind_recorded
 from search_spaces.fingerprint import source_hash
@@ -81,7 +82,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         strategy_options=tuple((k, v) for k, v in options.get("strategy_options", {}).items()),
         configs=tuple(canonical_json(point) for point in options.get("user_configs", [])),
         timing_target_ms=options.get("timing_target_ms", request.timing_target_ms),
-        experiment=tuple(options.get("experiment", {}).items()),
+        experiment=tuple(experiment_tags(options).items()),
         workers=request.workers or options.get("workers"),
     )
 

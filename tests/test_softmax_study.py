@@ -29,7 +29,7 @@ SCALES = {"32x128": {"softmax": 1.6, "softmax-triton": 1.4, "softmax-split": 1.3
 
 
 def _session(cache: Cache, kernel: str, shape: str, method: str | None, *, budget: int, scale: float,
-             seeds=(), extra=None, dtype=torch.float16) -> int:
+             seeds=(), extra=None, dtype=torch.float16, options=None) -> int:
     dims = tuple(int(x) for x in shape.split("x"))
     task = bind_live(get_kernel(kernel), dims, dtype, "cpu")
     copy_ms = SHAPES[shape]
@@ -39,7 +39,9 @@ def _session(cache: Cache, kernel: str, shape: str, method: str | None, *, budge
     tags = {"study": "softmax_study", "method": method, "job_started": time.time() - 3, **(extra or {})}
     strategy = get_strategy("random")(task.space, seed=0)
     settings = SessionSettings("random", 0, budget, generation_size=4, mode="gpu")
-    return Session(task, evaluator, strategy, settings, cache, options={"experiment": tags} if method else {},
+    if options is None:
+        options = {"experiment": tags} if method else {}
+    return Session(task, evaluator, strategy, settings, cache, options=options,
                    seeds=list(seeds)).run().session_id
 
 
@@ -58,6 +60,9 @@ def study_db(tmp_path_factory) -> Path:
                  extra={"helion_wall_s": 104.5, "helion_configs": 74})
     # Faster, but an untagged session and a study session of another dtype: neither may appear.
     _session(cache, "softmax-triton", "32x128", None, budget=2, scale=0.1)
+    # Older scripts tagged sessions with a bare study name: read as another study, never a crash.
+    _session(cache, "softmax-triton", "32x128", None, budget=2, scale=0.1,
+             options={"experiment": "strategies_vs_helion"})
     _session(cache, "softmax-triton", "32x128", "tuned softmax-triton", budget=2, scale=0.1, dtype=torch.float32)
     cache.close()
     return path

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cache import Cache
+from autotune.experiment import experiment_tags
 from autotune.types import Result
 from experiments.heuristic_seeds import LABEL_JOIN
 
@@ -78,8 +79,8 @@ def study_sessions(db: Path, dtype: str) -> dict[str, dict[str, Any]]:
 def _study_sessions(cache: Cache, dtype: str) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
-        tags = session["options"].get("experiment")
-        if not isinstance(tags, dict) or tags.get("study") != d.STUDY or session["mode"] != "gpu":
+        tags = experiment_tags(session["options"])
+        if tags.get("study") != d.STUDY or session["mode"] != "gpu":
             continue
         if dtype not in (session["dtype"], d.ALL_DTYPES):
             continue
@@ -105,7 +106,7 @@ def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = ()) -> list[CellR
 
 def _cell(session: dict[str, Any]) -> d.Cell:
     """The definition's cell a session was tagged with, else one rebuilt from its tags."""
-    tags = session["options"]["experiment"]
+    tags = experiment_tags(session["options"])
     known = {cell.name: cell for cell in d.CELLS}.get(tags.get("cell", ""))
     return known or d.Cell(tags.get("kernel", session["kernel"]), tags.get("shape", "?"), session["dtype"],
                            tags.get("regime", "?"), tags.get("table", "?"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cache import Cache, EvaluationRow
+from autotune.experiment import experiment_tags
 from autotune.history import default_row, timeline
 from autotune.session import GenerationSummary
 from autotune.types import Result
@@ -68,7 +69,7 @@ def study_sessions(db: Path, dtype: str) -> dict[tuple[str, str], dict[str, Any]
 def _study_sessions(cache: Cache, dtype: str) -> dict[tuple[str, str], dict[str, Any]]:
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
-        tags = session["options"].get("experiment") or {}
+        tags = experiment_tags(session["options"])
         if tags.get("study") != d.STUDY or session["dtype"] != dtype or session["mode"] != "gpu":
             continue
         if session["ended"] is None or session["evaluations"] == 0:
@@ -107,7 +108,7 @@ def _shape_rows(cache: Cache, sessions: dict[str, dict[str, Any]]) -> tuple[list
         winner = _helion_pick(evaluations) if method == d.HELION_QUICK else _winner(evaluations)
         if winner is None:
             continue
-        tags = session["options"]["experiment"]
+        tags = experiment_tags(session["options"])
         tuned = method != d.HELION_QUICK
         wall = session["ended"] - tags["job_started"] if "job_started" in tags else None
         rows.append(MethodRow(
