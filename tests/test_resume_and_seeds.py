@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -152,6 +153,27 @@ def test_a_session_stopped_in_its_final_rebenchmark_resumes(triton_task, tmp_pat
     assert len(final) == 1 + len(outcome.rebenchmarked) and outcome.rebenchmarked
     assert {r.candidate.key for r in db.session_evaluations(1) if r.generation >= 0} == first
     assert db.session(1)["exit_reason"] == "budget"
+
+
+def test_the_default_wins_when_its_re_timing_beats_the_top_candidates(triton_task, tmp_path):
+    """Its first reading was slow (a cold GPU); the interleaved re-timing shows it is the fastest."""
+    default_key = triton_task.default_candidate().key
+
+    class ColdStart(FakeEvaluator):
+        def evaluate(self, candidates):
+            for candidate, result in zip(candidates, FakeEvaluator.evaluate(self, candidates)):
+                yield replace(result, median_ms=10.0) if candidate.key == default_key else result
+
+        def rebenchmark(self, candidates):
+            results = {c.key: r for c in candidates for r in FakeEvaluator.evaluate(self, [c])}
+            results[default_key] = replace(results[default_key], median_ms=1e-6)
+            return results
+
+    db = Cache.open(tmp_path / "t.db", create=True)
+    outcome = _session(triton_task, db, ColdStart(hashed_cost), "random").run()
+    assert default_key in outcome.rebenchmarked
+    assert outcome.best[0].key == default_key and outcome.best[1].median_ms == 1e-6
+    assert db.session(outcome.session_id)["best_key"] == default_key
 
 
 def test_an_error_inside_a_session_is_recorded_as_its_exit_reason(triton_task, tmp_path):
