@@ -30,6 +30,7 @@ class ExperimentOptions:
     out: Path  # where the report (Markdown and PNGs) is written
     dtype: str = "float16"
     shapes: tuple[str, ...] = ()  # a subset of the study's shapes; empty: all
+    methods: tuple[str, ...] = ()  # run only these of the study's methods (report rows); empty: all
     budget: int | None = None  # per tuning session; None: the study's own
     seconds: float | None = None  # per tuning session; None: the study's own
     workers: str | None = None  # spread whole jobs over a Dask cluster (see autotune.distributed)

@@ -16,6 +16,7 @@ import pytest
 
 from autotune import cli
 from autotune.cache import Cache
+from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.experiment import ExperimentOptions, load_experiment
 from autotune.types import Status
@@ -213,6 +214,10 @@ def test_runner_plans_by_dtype_and_shape(tmp_path):
     assert [job.cell.kernel for job in wide] == ["matmul-layernorm", "matmul-rmsnorm", "matmul-l2norm",
                                                  "matmul-logsumexp"]
     assert {job.budget for job in wide} == {7} and {job.cell.regime for job in wide} == {"larger-N"}
+    only = runner.plan(_options(tmp_path / "x.db", dtype="all", methods=("matmul-softmax",)))
+    assert [job.cell.shape for job in only] == [c.shape for c in d.CELLS if c.kernel == "matmul-softmax"]
+    with pytest.raises(UserError, match="matmul-nothing"):
+        runner.plan(_options(tmp_path / "x.db", dtype="all", methods=("matmul-nothing",)))
 
 
 def test_runner_skips_recorded_cells_and_survives_a_failing_one(study_db, tmp_path, monkeypatch):

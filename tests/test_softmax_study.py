@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,9 @@ def test_runner_plans_every_job_and_skips_recorded_ones(study_db):
     options = ExperimentOptions(folder=STUDY_DIR, db=study_db, out=Path("unused"), shapes=("32x128",))
     jobs = runner.plan(options)
     assert [job.method for job in jobs] == ["helion-quick", "tuned softmax", "tuned softmax-online",
-                                            "tuned softmax-triton", "tuned softmax-split"]
+                                            "tuned softmax-triton", "tuned softmax-split", "tuned softmax-cooperative"]
+    chosen = runner.plan(replace(options, shapes=(), methods=("tuned softmax-cooperative",)))
+    assert [(job.shape, job.method) for job in chosen] == [(s, "tuned softmax-cooperative") for s in runner.d.SHAPES]
     done = runner.recorded_jobs(study_db, "float16")
     assert ("32x128", "tuned softmax-split") in done and ("32x128", "tuned softmax-online") not in done
     assert ("4096x4096", "helion-quick") in done
@@ -167,6 +170,7 @@ def test_a_tune_job_records_its_experiment_tags(study_db, tmp_path):
 @pytest.mark.parametrize("argv, words", [
     (["experiment", "run", str(STUDY_DIR), "--db", "x.db"], ["GPU", "experiment report"]),
     (["experiment", "run", str(STUDY_DIR), "--shapes", "7x7"], ["7x7", "not in the study"]),
+    (["experiment", "run", str(STUDY_DIR), "--methods", "tuned nothing"], ["tuned nothing", "not in the study"]),
     (["experiment", "report", "no/such/folder"], ["no experiment folder"]),
     (["experiment", "report", str(REPO / "experiments" / "reports")], ["no __init__.py"]),
     (["experiment", "report", str(STUDY_DIR), "--db", "missing.db"], ["no database"]),

@@ -35,6 +35,13 @@ def add_parser(subparsers: Any) -> None:
             parser.add_argument("--workers", default=None,
                                 help="spread whole jobs over a Dask cluster: local-gpus or a scheduler address")
             parser.add_argument("--again", action="store_true", help="run jobs that are already recorded again")
+            parser.add_argument("--methods", default="",
+                                help="comma-separated subset of the experiment's methods to run, "
+                                     "e.g. 'tuned softmax,helion-quick' (default: all)")
+
+
+def _listed(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def run(args: argparse.Namespace, console: Any) -> int:
@@ -44,7 +51,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
     folder = Path(args.folder)
     options = ExperimentOptions(
         folder=folder, db=Path(args.db), out=Path(args.out) if args.out else folder / "report", dtype=args.dtype,
-        shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()),
+        shapes=_listed(args.shapes), methods=_listed(getattr(args, "methods", "")),
         budget=getattr(args, "budget", None), seconds=getattr(args, "seconds", None),
         workers=getattr(args, "workers", None), again=getattr(args, "again", False),
     )

@@ -97,7 +97,13 @@ def select_cells(options: ExperimentOptions) -> list[d.Cell]:
     if unknown:
         raise UserError(f"shape(s) {', '.join(unknown)} are not in the study's {options.dtype} cells "
                         f"(its shapes: {', '.join(known)})")
-    return [c for c in cells if not options.shapes or c.shape in options.shapes]
+    kernels = sorted({c.kernel for c in cells})
+    unknown = [k for k in options.methods if k not in kernels]
+    if unknown:  # the seed study's methods are its kernels
+        raise UserError(f"{', '.join(unknown)}: not kernels of the study's {options.dtype} cells "
+                        f"(its kernels: {', '.join(kernels)})")
+    return [c for c in cells if (not options.shapes or c.shape in options.shapes)
+            and (not options.methods or c.kernel in options.methods)]
 
 
 def plan(options: ExperimentOptions) -> list[CellJob]:

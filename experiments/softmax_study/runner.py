@@ -97,13 +97,17 @@ def plan(options: ExperimentOptions) -> list[Any]:
     unknown = [s for s in shapes if s not in d.SHAPES]
     if unknown:
         raise UserError(f"shape(s) {', '.join(unknown)} are not in the study (its shapes: {', '.join(d.SHAPES)})")
+    methods = (d.HELION_QUICK, *map(d.method_of, d.TUNED_KERNELS))
+    unknown = [m for m in options.methods if m not in methods]
+    if unknown:
+        raise UserError(f"method(s) {', '.join(unknown)} are not in the study (its methods: {', '.join(methods)})")
     budget = options.budget or d.BUDGET
     seconds = options.seconds or d.SECONDS
     jobs: list[Any] = []
     for shape in shapes:
         jobs.append(HelionQuickJob(shape, options.dtype))
         jobs += [TuneJob(kernel, shape, options.dtype, budget, seconds) for kernel in d.TUNED_KERNELS]
-    return jobs
+    return [job for job in jobs if not options.methods or job.method in options.methods]
 
 
 def recorded_jobs(db: Path, dtype: str) -> set[tuple[str, str]]:

@@ -1,0 +1,84 @@
+"""The cooperative Triton softmax: its space, its one-piece numbers under the Triton interpreter,
+and its refusal to wait forever there.  Pieces that wait for each other need programs running
+at once, which only a GPU gives: that path is accuracy-gated by the evaluator on every config."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from tests.conftest import run_python
+
+_INTERPRETED = r"""
+import json, os
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch
+from autotune.kernels import get_kernel
+from autotune.evaluators.timing import relative_error
+
+spec = get_kernel("softmax-cooperative")
+report = {}
+for shape, chunk in (((5, 1000), 1024), ((3, 2500), 4096), ((7, 257), 1024)):
+    for dtype in (torch.float16, torch.float32):
+        inputs = spec.make_inputs(shape, dtype, "cpu", 0)
+        out = spec.triton_launch({"CHUNK": chunk, "num_warps": 4, "num_stages": 1}, *inputs)
+        report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}"] = {
+            "rel": relative_error(out, spec.reference(inputs)), "nan": bool(torch.isnan(out).any()),
+            "dtype": str(out.dtype), "shape": list(out.shape)}
+x = torch.zeros((2, 3000), dtype=torch.float32)
+x[1, 2999], x[1, 0] = 80.0, -80.0
+out = spec.triton_launch({"CHUNK": 4096, "num_warps": 4, "num_stages": 1}, x)
+report["extremes"] = {"rel": relative_error(out, torch.softmax(x.double(), dim=-1)),
+                      "nan": bool(torch.isnan(out).any())}
+try:
+    spec.triton_launch({"CHUNK": 1024, "num_warps": 4, "num_stages": 1}, x)
+    report["refused"] = None
+except ValueError as error:
+    report["refused"] = str(error)
+print("REPORT " + json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    done = run_python(_INTERPRETED, timeout=600, TRITON_INTERPRET="1")
+    assert done.returncode == 0, done.stderr[-4000:]
+    line = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
+    assert len(line) == 1, done.stdout[-2000:]
+    return json.loads(line[0].removeprefix("REPORT "))
+
+
+def test_one_piece_per_row_matches_the_fp64_reference(interpreted):
+    runs = {k: v for k, v in interpreted.items() if k != "refused"}
+    assert len(runs) == 3 * 2 + 1
+    for name, run in runs.items():
+        assert not run["nan"], name
+        assert run["rel"] < (1e-3 if "float16" in name else 1e-5), (name, run)
+        if name != "extremes":
+            shape, dtype = name.split("/")
+            assert run["shape"] == [int(d) for d in shape.split("x")] and run["dtype"] == f"torch.{dtype}"
+
+
+def test_waiting_pieces_are_refused_under_the_interpreter_instead_of_hanging(interpreted):
+    assert interpreted["refused"] and "one at a time" in interpreted["refused"]
+
+
+def test_space_caps_pieces_per_row_and_registers():
+    from autotune.kernels import get_kernel
+    from autotune.kernels.softmax_cooperative import MAX_PIECES
+
+    spec = get_kernel("softmax-cooperative")
+    space = spec.triton_space((1024, 50257), None)
+    assert space.parameter("CHUNK").choices == (1024, 2048, 4096, 8192, 16384, 32768, 65536)
+    axes = [space.parameter(name).choices for name in space.names]
+    points = [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
+              if not space.violations(p)]
+    assert points and all(p["CHUNK"] / (32 * p["num_warps"]) <= 128 for p in points)
+    assert not space.violations(space.default)
+    assert space.default["CHUNK"] == 8192
+    # A row so long that the smallest chunk leaves too many pieces drops those chunks.
+    long_row = spec.triton_space((4, 1024 * (MAX_PIECES + 1)), None)
+    assert 1024 not in long_row.parameter("CHUNK").choices
+    assert spec.triton_space((32, 128), None).parameter("CHUNK").choices == (1024,)
