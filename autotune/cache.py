@@ -385,6 +385,15 @@ class Cache:
             for name, status, error, med, lo, hi, reps, rel in rows
         }
 
+    def search_started(self, session_id: int) -> float | None:
+        """When a session's search began: after its baselines (torch eager, torch.compile, the
+        copy) were measured, or at its first evaluation when it measured none."""
+        row = self.db.execute(
+            "SELECT COALESCE((SELECT MAX(created) FROM baselines WHERE session_id = :id),"
+            " (SELECT MIN(created) FROM evaluations WHERE session_id = :id))", {"id": session_id},
+        ).fetchone()
+        return row[0] if row else None
+
     # -- where rows were measured: workers and their calibration ----------------------------
     def record_calibration(self, session_id: int, fingerprint: str, worker: str, result: Result) -> None:
         """One worker's timing of the session's reference config (`result.key`), so measurements

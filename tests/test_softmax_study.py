@@ -102,6 +102,27 @@ def test_report_rows_cover_every_method_with_accuracy(report_dir):
         assert quick["tuning_wall_s"] == 104.5 and quick["configs"] == 74 and not quick["tuned"]
         tuned = next(r for r in shape["rows"] if r["method"] == "tuned softmax-split")
         assert tuned["tuned"] and tuned["configs"] >= 6 and 0 < tuned["tuning_wall_s"] < 600
+        # the search alone leaves out the 3 s the fixture's job spent before its session started
+        assert 0 < tuned["search_s"] <= tuned["tuning_wall_s"] - 3
+        assert quick["search_s"] == 104.5
+
+
+def test_a_tuned_best_within_the_timing_noise_is_a_tie_not_a_win():
+    from importlib import import_module
+
+    report = import_module(load_experiment(STUDY_DIR).__name__ + ".report")
+    from experiments.softmax_study.data import MethodRow, ShapeResult
+
+    def shape(nbytes: int, tuned_ms: float) -> ShapeResult:
+        return ShapeResult((1, 1), nbytes, 0.09, [MethodRow("tuned softmax", tuned_ms, None, None, 0.0, tuned=True),
+                                                 MethodRow("torch.softmax", 0.100, None, None, 0.0)])
+
+    big, small = 2 * report.SMALL_BYTES, report.SMALL_BYTES // 2
+    assert report.verdict(shape(big, 0.0990)).startswith("yes (1.010x torch.softmax")
+    assert report.verdict(shape(big, 0.1005)).startswith("tie (0.995x")
+    assert report.verdict(shape(big, 0.1030)).startswith("no (0.971x")
+    assert report.verdict(shape(small, 0.1030)).startswith("tie")  # launch-bound: 5% of noise
+    assert report.verdict(shape(small, 0.1100)).startswith("no")
 
 
 def test_winners_and_verdicts_follow_the_recorded_times(report_dir):
