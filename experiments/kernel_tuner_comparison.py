@@ -11,6 +11,10 @@ optimum / best found (1.0 = found the optimum) and the share of runs within 2% o
 
     python -m experiments.kernel_tuner_comparison                      # 50 repeats, budgets 50,100,200
     python -m experiments.kernel_tuner_comparison --repeats 5 --out runs/   # a quick look
+
+Each finished (space, strategy) job is appended to `OUT/kernel_tuner_comparison.partial.jsonl`
+at once, so a run that dies is continued by the same command: jobs already there (same
+repeats, budgets and seed) are not run again.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import math
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +121,23 @@ def markdown(rows: list[dict[str, Any]], optima: dict[str, float], repeats: int,
     return "\n".join(lines) + "\n"
 
 
+def _finished(partial: Path, settings: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Jobs a previous run with the same settings finished, by (space, strategy)."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    if not partial.exists():
+        return found
+    for line in partial.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short when the run died
+        if all(entry.get(k) == v for k, v in settings.items()):
+            result = entry["result"]
+            result["best"] = {int(b): v for b, v in result["best"].items()}  # JSON keys are strings
+            found[result["space"], result["strategy"]] = result
+    return found
+
+
 def _kt_version() -> str:
     from importlib.metadata import version
 
@@ -140,16 +161,27 @@ def main() -> None:
     optima = {Path(s).name: _recorded(Path(s)).optimum_ms for s in spaces}
     jobs = [(run_ours, s, name) for s in spaces for name in args.ours.split(",") if name] + \
            [(run_kernel_tuner, s, name) for s in spaces for name in args.kernel_tuner.split(",") if name]
-    results = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(fn, s, name, args.repeats, budgets, args.seed) for fn, s, name in jobs]
-        for done, future in enumerate(futures, start=1):
-            results.append(future.result())
-            print(f"[{time.perf_counter() - started:6.0f} s] {done}/{len(futures)} "
-                  f"{results[-1]['space']} {results[-1]['strategy']}", flush=True)
-    rows = summarise(results, optima, budgets)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    partial = out / "kernel_tuner_comparison.partial.jsonl"
+    settings = {"repeats": args.repeats, "budgets": list(budgets), "seed": args.seed}
+    done = _finished(partial, settings)
+    results = [done[(Path(s).name, name)] for _, s, name in jobs if (Path(s).name, name) in done]
+    todo = [(fn, s, name) for fn, s, name in jobs if (Path(s).name, name) not in done]
+    if results:
+        print(f"{len(results)} job(s) already in {partial}; running {len(todo)}", flush=True)
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = [pool.submit(fn, s, name, args.repeats, budgets, args.seed) for fn, s, name in todo]
+        for future in as_completed(futures):
+            result = future.result()
+            results.append(result)
+            with partial.open("a") as sink:
+                sink.write(json.dumps({**settings, "result": result}) + "\n")
+            print(f"[{time.perf_counter() - started:6.0f} s] {len(results)}/{len(jobs)} "
+                  f"{result['space']} {result['strategy']}", flush=True)
+    order = {(Path(s).name, name): i for i, (_, s, name) in enumerate(jobs)}
+    results.sort(key=lambda r: order[r["space"], r["strategy"]])
+    rows = summarise(results, optima, budgets)
     report = markdown(rows, optima, args.repeats, budgets, time.perf_counter() - started)
     (out / "kernel_tuner_comparison.md").write_text(report)
     (out / "kernel_tuner_comparison.json").write_text(json.dumps({"optima": optima, "rows": rows}, indent=1))
