@@ -159,7 +159,8 @@ def test_runner_plans_every_job_and_skips_recorded_ones(study_db):
     options = ExperimentOptions(folder=STUDY_DIR, db=study_db, out=Path("unused"), shapes=("32x128",))
     jobs = runner.plan(options)
     assert [job.method for job in jobs] == ["helion-quick", "tuned softmax", "tuned softmax-online",
-                                            "tuned softmax-triton", "tuned softmax-split", "tuned softmax-cooperative"]
+                                            "tuned softmax-triton", "tuned softmax-split", "tuned softmax-cooperative",
+                                            "tuned softmax-lookback"]
     chosen = runner.plan(replace(options, shapes=(), methods=("tuned softmax-cooperative",)))
     assert [(job.shape, job.method) for job in chosen] == [(s, "tuned softmax-cooperative") for s in runner.d.SHAPES]
     done = runner.recorded_jobs(study_db, "float16")

@@ -9,18 +9,19 @@ from __future__ import annotations
 STUDY = "softmax_study"
 SHAPES = ("32x128", "256x1024", "1024x1024", "2048x2048", "4096x4096", "1024x50257", "4096x32000")
 
-# Kernels tuned by this framework.  softmax-split and softmax-cooperative are the formulations
-# added for long rows with few of them ([1024, 50257]), where one program per row leaves the
-# GPU's memory system idle: split reads x twice, cooperative once (its pieces wait for each other).
-TUNED_KERNELS = ("softmax", "softmax-online", "softmax-triton", "softmax-split", "softmax-cooperative")
+# Kernels tuned by this framework.  softmax-split, softmax-cooperative and softmax-lookback are
+# the formulations added for long rows with few of them ([1024, 50257]), where one program per
+# row leaves the GPU's memory system idle: split reads x twice from memory, cooperative once
+# (its pieces wait for each other: measured slower), lookback once plus a re-read from L2.
+TUNED_KERNELS = ("softmax", "softmax-online", "softmax-triton", "softmax-split", "softmax-cooperative",
+                 "softmax-lookback")
 # The framework's best strategy on the recorded softmax spaces (strategies_vs_helion and the
 # simulation reports): pattern search started from the default, the heuristic seeds and the
 # best configs recorded for the nearest shape.
 STRATEGY = "pattern"
-# A space no larger than the budget is measured whole (softmax-split and softmax-cooperative
-# have at most 60 points;
-# were it larger, the grid would be sampled).
-STRATEGY_FOR = {"softmax-split": "grid", "softmax-cooperative": "grid"}
+# A space no larger than the budget is measured whole, a larger one a seeded sample of it
+# (softmax-split and softmax-cooperative have at most 60 points, softmax-lookback 85).
+STRATEGY_FOR = {"softmax-split": "grid", "softmax-cooperative": "grid", "softmax-lookback": "grid"}
 SEED_FROM = "default,heuristic,cache"
 BUDGET = 64  # configs per kernel and shape
 SECONDS = 25.0  # wall clock per kernel and shape (compile time included)
