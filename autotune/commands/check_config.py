@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
+from autotune.commands import add_task_arguments
 from autotune.errors import UserError
 
 NAME = "check-config"
@@ -20,9 +21,7 @@ NAME = "check-config"
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(NAME, help="check configs against a kernel's space; print them completed")
-    parser.add_argument("kernel")
-    parser.add_argument("--shape", required=True, help="e.g. 4096x32000")
-    parser.add_argument("--dtype", default="float16")
+    add_task_arguments(parser)
     parser.add_argument("--config", action="append", required=True, metavar="JSON_OR_FILE",
                         help="a JSON object of parameter -> value (partial is fine), or a file holding one or a "
                              "list (repeatable)")

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autotune.cache import Cache, SpaceRecord
+from autotune.commands import add_task_arguments
 from autotune.errors import UserError
 from autotune.noise import NoiseReport, Spread, analyse, percent
 
@@ -23,9 +24,7 @@ def add_parser(subparsers: Any) -> None:
     from autotune.cli import positive_int
 
     sub = subparsers.add_parser(NAME, help="measurement noise of a recorded space: which differences are real")
-    sub.add_argument("kernel")
-    sub.add_argument("--shape", required=True, help="e.g. 4096x32000")
-    sub.add_argument("--dtype", default="float16")
+    add_task_arguments(sub)
     sub.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
     sub.add_argument("--space", default=None, metavar="FINGERPRINT_PREFIX",
                      help="which recorded space, when there are several (default: the one with most data)")

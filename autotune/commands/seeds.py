@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autotune.commands import add_task_arguments
 from autotune.errors import UserError
 
 NAME = "seeds"
@@ -22,9 +23,7 @@ NAME = "seeds"
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(NAME, help="show the heuristic facts, rules and seeds for a kernel and shape")
-    parser.add_argument("kernel")
-    parser.add_argument("--shape", required=True, help="e.g. 4096x32000, or MxKxN for the matmul kernels")
-    parser.add_argument("--dtype", default="float16")
+    add_task_arguments(parser, shape_help="e.g. 4096x32000, or MxKxN for the matmul kernels")
     parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
