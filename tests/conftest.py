@@ -7,6 +7,7 @@ lives under pytest's tmp_path, never in the repository's cache.db.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -101,6 +102,16 @@ def run_python(code: str, *, cwd: Path | str | None = None, timeout: float = 120
                ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=subprocess_env(**env), capture_output=True,
                           text=True, timeout=timeout)
+
+
+def run_report_script(code: str, *, timeout: float = 300, **env: str) -> Any:
+    """Run `code` in a fresh interpreter (env set, e.g. TRITON_INTERPRET=1) and return the JSON
+    it printed on its one line starting with "REPORT "."""
+    done = run_python(code, timeout=timeout, **env)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
+    assert len(lines) == 1, done.stdout[-2000:]
+    return json.loads(lines[0].removeprefix("REPORT "))
 
 
 def cli_command(*args: str) -> list[str]:

@@ -4,7 +4,6 @@ and the hand-written Triton softmax run under the Triton interpreter."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 import pytest
@@ -15,7 +14,7 @@ from autotune.evaluators.fake import FakeEvaluator
 from autotune.evaluators.replay import ReplayEvaluator
 from autotune.evaluators.timing import Timing, relative_error, tolerance_for
 from autotune.types import Result, Source, Status
-from conftest import make_candidate, run_python
+from conftest import make_candidate, run_report_script
 
 CANDIDATES = [make_candidate({"BLOCK_SIZE": b, "num_warps": w}) for b in (256, 512) for w in (2, 4)]
 
@@ -230,11 +229,7 @@ print("REPORT " + json.dumps({"runs": report, "failures": failures}))
 
 @pytest.fixture(scope="module")
 def interpreter_report():
-    done = run_python(_INTERPRETER, timeout=300, TRITON_INTERPRET="1")
-    assert done.returncode == 0, done.stderr[-4000:]
-    lines = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
-    assert len(lines) == 1, done.stdout[-2000:]
-    return json.loads(lines[0].removeprefix("REPORT "))
+    return run_report_script(_INTERPRETER, timeout=300, TRITON_INTERPRET="1")
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])

@@ -5,11 +5,10 @@ at once, which only a GPU gives: that path is accuracy-gated by the evaluator on
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
 
-from tests.conftest import run_python
+from tests.conftest import run_report_script
 
 _INTERPRETED = r"""
 import json, os
@@ -43,11 +42,7 @@ print("REPORT " + json.dumps(report))
 
 @pytest.fixture(scope="module")
 def interpreted():
-    done = run_python(_INTERPRETED, timeout=600, TRITON_INTERPRET="1")
-    assert done.returncode == 0, done.stderr[-4000:]
-    line = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
-    assert len(line) == 1, done.stdout[-2000:]
-    return json.loads(line[0].removeprefix("REPORT "))
+    return run_report_script(_INTERPRETED, timeout=600, TRITON_INTERPRET="1")
 
 
 def test_one_piece_per_row_matches_the_fp64_reference(interpreted):

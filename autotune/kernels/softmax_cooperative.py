@@ -34,6 +34,7 @@ import triton.language as tl
 
 from autotune.kernels import softmax_common as common
 from autotune.kernels.registry import KernelSpec, Shape, register
+from autotune.kernels.row_pieces import piece_widths
 from search_spaces.space import ProductLimit
 from search_spaces.triton_space import declare_triton_space, split_launch_config
 
@@ -79,15 +80,8 @@ def cooperative_softmax(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, n_cols, x_ro
     tl.store(out_row + offsets, result.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def chunk_choices(n_cols: int) -> list[int]:
-    """Powers of two from MIN_CHUNK up to the padded row, leaving at most MAX_PIECES pieces."""
-    top = max(MIN_CHUNK, min(triton.next_power_of_2(n_cols), MAX_CHUNK))
-    return [2**e for e in range(MIN_CHUNK.bit_length() - 1, top.bit_length())
-            if triton.cdiv(n_cols, 2**e) <= MAX_PIECES]
-
-
 def triton_space(shape: Shape, dtype: torch.dtype):
-    chunks = chunk_choices(shape[-1])
+    chunks = piece_widths(shape[-1], MIN_CHUNK, MAX_CHUNK, MAX_PIECES)
     if not chunks:
         raise ValueError(f"softmax-cooperative: a row of {shape[-1]} values needs more than {MAX_PIECES} pieces "
                          f"of at most {MAX_CHUNK}")

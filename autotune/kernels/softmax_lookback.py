@@ -30,6 +30,7 @@ import triton.language as tl
 
 from autotune.kernels import softmax_common as common
 from autotune.kernels.registry import KernelSpec, Shape, register
+from autotune.kernels.row_pieces import combine_partials, piece_widths
 from search_spaces.space import ProductLimit
 from search_spaces.triton_space import declare_triton_space, split_launch_config
 
@@ -64,13 +65,8 @@ def lookback_softmax(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, n_tiles, n_cols
         while arrived < pieces_per_row:
             arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire", scope="gpu")
         tl.debug_barrier()
-        pieces = tl.arange(0, PIECES_POW2)
-        present = pieces < pieces_per_row
-        first = row * pieces_per_row
-        maxes = tl.load(max_ptr + first + pieces, mask=present, other=-float("inf"), volatile=True)
-        sums = tl.load(sum_ptr + first + pieces, mask=present, other=0.0, volatile=True)
-        row_max = tl.max(maxes, axis=0)
-        row_sum = tl.sum(tl.where(present, sums * tl.exp(maxes - row_max), 0.0), axis=0)
+        row_max, row_sum = combine_partials(max_ptr, sum_ptr, row * pieces_per_row, pieces_per_row,
+                                            PIECES_POW2, True)
         offsets = (tile % pieces_per_row) * CHUNK + columns
         mask = offsets < n_cols
         x = tl.load(x_ptr + row.to(tl.int64) * x_row_stride + offsets, mask=mask, other=-float("inf"),
@@ -80,15 +76,8 @@ def lookback_softmax(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, n_tiles, n_cols
                  mask=mask)
 
 
-def chunk_choices(n_cols: int) -> list[int]:
-    """Powers of two from MIN_CHUNK up to the padded row, leaving at most MAX_PIECES tiles a row."""
-    top = max(MIN_CHUNK, min(triton.next_power_of_2(n_cols), MAX_CHUNK))
-    return [2**e for e in range(MIN_CHUNK.bit_length() - 1, top.bit_length())
-            if triton.cdiv(n_cols, 2**e) <= MAX_PIECES]
-
-
 def triton_space(shape: Shape, dtype: torch.dtype):
-    chunks = chunk_choices(shape[-1])
+    chunks = piece_widths(shape[-1], MIN_CHUNK, MAX_CHUNK, MAX_PIECES)
     if not chunks:
         raise ValueError(f"softmax-lookback: a row of {shape[-1]} values needs more than {MAX_PIECES} tiles "
                          f"of at most {MAX_CHUNK}")
@@ -134,5 +123,5 @@ register(KernelSpec(
     **common.SPEC_FIELDS,
     triton_space=triton_space,
     triton_launch=launch,
-    source_objects=(lookback_softmax, launch),
+    source_objects=(lookback_softmax, combine_partials, launch),
 ))
