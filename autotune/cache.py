@@ -14,7 +14,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import sqlite_utils
 
@@ -422,6 +422,22 @@ class Cache:
         ).fetchall()
         return {worker: int(n) for worker, n in rows}
 
+    # -- upkeep --------------------------------------------------------------------------------
+    def compact(self) -> dict[str, int]:
+        """Rewrite stored timing samples at 7 significant digits (see `samples_text`; rows written
+        before it, or merged from older files, carry float64 noise) and give free pages back.
+        Returns the file's size before and after, in bytes."""
+        conn = self.db.conn
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the file's size is the database's
+        before = self.path.stat().st_size
+        with _transaction(conn):
+            rows = conn.execute("SELECT id, samples_json FROM evaluations WHERE samples_json IS NOT NULL").fetchall()
+            rewritten = [(samples_text(json.loads(text)), row_id) for row_id, text in rows]
+            conn.executemany("UPDATE evaluations SET samples_json = ? WHERE id = ?", rewritten)
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in WAL mode the file shrinks only here
+        return {"rows": len(rows), "bytes_before": before, "bytes_after": self.path.stat().st_size}
+
     # -- plumbing --------------------------------------------------------------------------
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.db.execute(f"PRAGMA table_info({table})")]
@@ -448,8 +464,14 @@ def _evaluation_values(session_id: int, fingerprint: str, generation: int, ordin
     return (session_id, fingerprint, generation, ordinal, candidate.key, canonical_json(dict(candidate.native)),
             canonical_json(candidate.params), result.status.value, result.error[:4000], result.compile_s,
             result.bench_s, result.median_ms, result.min_ms, result.max_ms, result.repetitions, result.rel_error,
-            result.source.value, json.dumps(list(result.samples_ms)) if result.samples_ms else None, created,
+            result.source.value, samples_text(result.samples_ms) if result.samples_ms else None, created,
             result.measured_on or None)
+
+
+def samples_text(samples: Sequence[float]) -> str:
+    """Timing samples as JSON at 7 significant digits: CUDA events report float32 milliseconds,
+    so the rest of a float64's digits is noise that would triple the database's size."""
+    return json.dumps([float(f"{value:.7g}") for value in samples], separators=(",", ":"))
 
 
 def _result(row: tuple) -> Result:

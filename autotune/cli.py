@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands that live in their own module (autotune/commands/<name>.py): each module has
 # `NAME`, `add_parser(subparsers)` and `run(args, console) -> int`.
 COMMAND_MODULES: tuple[str, ...] = ("noise", "check_config", "import_space", "export_space", "seeds", "merge", "simulate",
-                                    "experiment")
+                                    "experiment", "compact")
 
 
 def _command_modules() -> list[Any]:

@@ -40,6 +40,7 @@ COMMANDS = {
     "import-space": ["import-space", "KT", "--db", "DB"],  # KT: a Kernel Tuner file made by export-space
     "seeds": ["seeds", "softmax-triton", "--shape", SHAPE],
     "merge": ["merge", "DB", "--into", "merged.db"],
+    "compact": ["compact", "--db", "DB"],
     "simulate": ["simulate", "softmax-triton", "--shape", SHAPE, "--db", "DB", "--repeats", "1", "--budget", "2"],
     # Its report needs sessions of the study, which the recorded database has none of; its bad
     # input is tested in test_softmax_study.py.

@@ -134,6 +134,29 @@ def test_session_rows_round_trip(tmp_db):
     assert tmp_db.session(sid + 100) is None
 
 
+def test_samples_are_stored_at_float32_precision_and_compact_rewrites_old_rows(tmp_path):
+    cache = Cache.open(tmp_path / "c.db", create=True)
+    identity = toy_identity()
+    sid = start(cache, identity)
+    float32_ms = [0.04416000097990036, 181.62339782714844, 0.0012345678]  # as CUDA events report them
+    cache.record(sid, identity.fingerprint, 0, 0, C1, ok(C1.key, 0.05, samples=float32_ms))
+    stored = cache.db.execute("SELECT samples_json FROM evaluations").fetchone()[0]
+    assert json.loads(stored) == [0.04416, 181.6234, 0.001234568]
+    # a row written by an older version, with every float64 digit
+    for i in range(200):
+        cache.record(sid, identity.fingerprint, 1, i, C2, ok(C2.key, 0.05, samples=[0.1]))
+    cache.db.conn.execute("UPDATE evaluations SET samples_json = ? WHERE generation = 1",
+                          (json.dumps([0.04416000097990036] * 50),))
+    cache.db.conn.commit()
+    counts = cache.compact()
+    assert counts["rows"] == 201 and counts["bytes_after"] < counts["bytes_before"]
+    rows = cache.session_evaluations(sid)
+    assert rows[1].result.samples_ms == (0.04416,) * 50 and rows[1].result.median_ms == 0.05
+    assert rows[0].result.samples_ms == (0.04416, 181.6234, 0.001234568)
+    assert cache.integrity_ok()
+    cache.close()
+
+
 def test_duplicate_position_in_a_session_is_refused(tmp_db):
     identity = toy_identity()
     sid = start(tmp_db, identity)
