@@ -135,12 +135,26 @@ def _shape_section(result: ShapeResult) -> list[str]:
                      f"{share} | {floor} | {_error(row.rel_error)} | {_seconds(row.search_s)} | "
                      f"{_seconds(row.tuning_wall_s)} | {row.configs or '-'} | "
                      f"{row.session_id or '-'} |")
+    lines += ["", tuning_cost_line(result)]
     best = result.best_tuned()
     if best and best.timeline:
         lines += ["", f"Timeline of {best.method} (session {best.session_id}):", "", "```"]
         lines += [timeline_line(step).rsplit("  (", 1)[0] for step in best.timeline]
         lines += ["```"]
     return lines + [""]
+
+
+def tuning_cost_line(result: ShapeResult) -> str:
+    """What tuning this shape cost: all our kernels together against Helion's quick autotune."""
+    tuned = [r for r in result.rows if r.tuned]
+    search = sum(r.search_s or 0.0 for r in tuned)
+    jobs = sum(r.tuning_wall_s or 0.0 for r in tuned)
+    quick = next((r for r in result.rows if r.method == d.HELION_QUICK), None)
+    text = (f"Tuning cost at this shape: our {len(tuned)} kernels searched {search:.0f} s in all "
+            f"({jobs:.0f} s of jobs with start-up and baselines)")
+    if quick is not None and quick.search_s is not None:
+        text += f"; Helion's quick autotune of one kernel took {quick.search_s:.0f} s"
+    return text + "."
 
 
 def as_json(results: list[ShapeResult]) -> list[dict[str, Any]]:
