@@ -32,7 +32,7 @@ from typing import Any
 HUB = Path(__file__).resolve().parents[1] / "data" / "benchmark_hub"
 SPACES = ("convolution_A100.json.gz", "convolution_A4000.json.gz", "dedispersion_A100.json.gz")
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "pso", "simulated_annealing", "greedy_ils", "diff_evo")
-OUR_STRATEGIES = ("random", "pattern", "tpe", "surrogate")
+OUR_STRATEGIES = ("random", "pattern", "tpe", "surrogate", "evolution")
 BUDGETS = (50, 100, 200)
 WITHIN = 0.02
 

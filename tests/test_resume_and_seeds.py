@@ -42,7 +42,7 @@ def _session(task, db, evaluator, strategy, resume=None, budget=40):
     return Session(task, evaluator, get_strategy(strategy)(task.space, seed=5), settings, db, resume_session=resume)
 
 
-@pytest.mark.parametrize("strategy", ["random", "pattern"])
+@pytest.mark.parametrize("strategy", ["random", "pattern", "evolution"])
 @pytest.mark.parametrize("stop_after", [0, 1, 13, 30])
 def test_a_resumed_session_equals_an_uninterrupted_one(helion_task, tmp_path, strategy, stop_after):
     whole_db = Cache.open(tmp_path / "whole.db", create=True)

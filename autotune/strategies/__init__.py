@@ -11,6 +11,7 @@ import importlib
 from autotune.strategies.base import Observation, Strategy
 
 _REGISTRY: dict[str, tuple[str, str]] = {
+    "evolution": ("autotune.strategies.evolution", "EvolutionSearch"),
     "gp": ("autotune.strategies.optuna_search", "GPSearch"),
     "grid": ("autotune.strategies.grid", "GridSearch"),
     "helion-lfbo": ("autotune.strategies.helion_search", "HelionLFBOSearch"),
