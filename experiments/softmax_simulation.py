@@ -23,7 +23,7 @@ from autotune.simulation.runner import simulate
 from autotune.simulation.stats import THRESHOLDS, summarise
 
 SPACES = (("softmax", (4096, 32000)), ("softmax", (1024, 50257)), ("softmax-online", (4096, 32000)))
-STRATEGIES = "random,pattern,tpe,surrogate"  # gp simulates at ~2 evaluations/s: add it with --strategies
+STRATEGIES = "random,pattern,tpe,surrogate,evolution"  # gp simulates at ~2 evaluations/s: add it with --strategies
 SLOW = {"gp": 3}  # strategies too slow for every repeat: run this many repeats instead
 
 
