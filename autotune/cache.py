@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
 import sqlite_utils
 
 from autotune.cache_schema import SCHEMA as _SCHEMA  # noqa: F401 - tests build old databases from it
@@ -424,15 +425,15 @@ class Cache:
 
     # -- upkeep --------------------------------------------------------------------------------
     def compact(self) -> dict[str, int]:
-        """Rewrite stored timing samples at 7 significant digits (see `samples_text`; rows written
-        before it, or merged from older files, carry float64 noise) and give free pages back.
-        Returns the file's size before and after, in bytes."""
+        """Rewrite stored timing samples in the compact form (see `samples_text`: rows written
+        before it, or merged from older files, spell float32 values out as float64) and give
+        free pages back.  Lossless.  Returns the file's size before and after, in bytes."""
         conn = self.db.conn
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the file's size is the database's
         before = self.path.stat().st_size
         with _transaction(conn):
             rows = conn.execute("SELECT id, samples_json FROM evaluations WHERE samples_json IS NOT NULL").fetchall()
-            rewritten = [(samples_text(json.loads(text)), row_id) for row_id, text in rows]
+            rewritten = [(samples_text(samples_from_text(text)), row_id) for row_id, text in rows]
             conn.executemany("UPDATE evaluations SET samples_json = ? WHERE id = ?", rewritten)
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in WAL mode the file shrinks only here
@@ -469,14 +470,28 @@ def _evaluation_values(session_id: int, fingerprint: str, generation: int, ordin
 
 
 def samples_text(samples: Sequence[float]) -> str:
-    """Timing samples as JSON at 7 significant digits: CUDA events report float32 milliseconds,
-    so the rest of a float64's digits is noise that would triple the database's size."""
-    return json.dumps([float(f"{value:.7g}") for value in samples], separators=(",", ":"))
+    """Timing samples as JSON, compact and lossless.  CUDA events report float32 milliseconds:
+    written as float64 they carry ~17 digits of which 7-9 mean anything, tripling the
+    database.  When every sample is exactly a float32, the shortest text of each float32 is
+    written under "float32" (read back widened, so equal to the original); otherwise the plain
+    float64 list."""
+    values = np.asarray(samples, dtype=np.float64)
+    narrow = values.astype(np.float32)
+    if np.array_equal(narrow.astype(np.float64), values):  # NaN never compares equal: stays float64
+        return json.dumps({"float32": [float(str(v)) for v in narrow]}, separators=(",", ":"))
+    return json.dumps([float(v) for v in values], separators=(",", ":"))
+
+
+def samples_from_text(text: str) -> tuple[float, ...]:
+    data = json.loads(text)
+    if isinstance(data, dict):
+        return tuple(float(v) for v in np.asarray(data["float32"], dtype=np.float32))
+    return tuple(float(v) for v in data)
 
 
 def _result(row: tuple) -> Result:
     key, status, error, compile_s, bench_s, med, lo, hi, reps, rel, source, samples, measured_on = row
     return Result(key=key, status=Status(status), error=error or "", compile_s=compile_s, bench_s=bench_s,
                   median_ms=med, min_ms=lo, max_ms=hi, repetitions=reps or 0, rel_error=rel,
-                  source=Source(source), samples_ms=tuple(json.loads(samples)) if samples else (),
+                  source=Source(source), samples_ms=samples_from_text(samples) if samples else (),
                   measured_on=measured_on or "")

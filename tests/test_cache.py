@@ -134,25 +134,32 @@ def test_session_rows_round_trip(tmp_db):
     assert tmp_db.session(sid + 100) is None
 
 
-def test_samples_are_stored_at_float32_precision_and_compact_rewrites_old_rows(tmp_path):
+def test_samples_are_stored_compactly_and_losslessly_and_compact_rewrites_old_rows(tmp_path):
+    import numpy as np
+
     cache = Cache.open(tmp_path / "c.db", create=True)
     identity = toy_identity()
     sid = start(cache, identity)
-    float32_ms = [0.04416000097990036, 181.62339782714844, 0.0012345678]  # as CUDA events report them
+    float32_ms = tuple(float(v) for v in np.array([0.04416, 181.6234, 0.0012345678], dtype=np.float32))
+    float64_ms = (0.1, 1 / 3)  # not float32 values: kept to the last digit
     cache.record(sid, identity.fingerprint, 0, 0, C1, ok(C1.key, 0.05, samples=float32_ms))
-    stored = cache.db.execute("SELECT samples_json FROM evaluations").fetchone()[0]
-    assert json.loads(stored) == [0.04416, 181.6234, 0.001234568]
-    # a row written by an older version, with every float64 digit
+    cache.record(sid, identity.fingerprint, 0, 1, C2, ok(C2.key, 0.05, samples=float64_ms))
+    first, second = (text for (text,) in cache.db.execute("SELECT samples_json FROM evaluations ORDER BY id"))
+    assert json.loads(first) == {"float32": [0.04416, 181.6234, 0.0012345678]}
+    assert json.loads(second) == [0.1, 1 / 3]
+    rows = cache.session_evaluations(sid)
+    assert rows[0].result.samples_ms == float32_ms and rows[1].result.samples_ms == float64_ms
+    # rows written by an older version spell float32 values out as float64
     for i in range(200):
-        cache.record(sid, identity.fingerprint, 1, i, C2, ok(C2.key, 0.05, samples=[0.1]))
+        cache.record(sid, identity.fingerprint, 1, i, C3, ok(C3.key, 0.05, samples=[0.5]))
     cache.db.conn.execute("UPDATE evaluations SET samples_json = ? WHERE generation = 1",
-                          (json.dumps([0.04416000097990036] * 50),))
+                          (json.dumps([float32_ms[0]] * 50),))
     cache.db.conn.commit()
     counts = cache.compact()
-    assert counts["rows"] == 201 and counts["bytes_after"] < counts["bytes_before"]
+    assert counts["rows"] == 202 and counts["bytes_after"] < counts["bytes_before"]
     rows = cache.session_evaluations(sid)
-    assert rows[1].result.samples_ms == (0.04416,) * 50 and rows[1].result.median_ms == 0.05
-    assert rows[0].result.samples_ms == (0.04416, 181.6234, 0.001234568)
+    assert rows[2].result.samples_ms == (float32_ms[0],) * 50 and rows[2].result.median_ms == 0.05
+    assert rows[0].result.samples_ms == float32_ms and rows[1].result.samples_ms == float64_ms
     assert cache.integrity_ok()
     cache.close()
 

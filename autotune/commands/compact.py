@@ -1,8 +1,8 @@
 """`autotune compact [--db cache.db]`: keep the shipped database small.
 
-Timing samples written by older versions (or merged from older files) carry float64 digits
-that float32 CUDA-event timings never had; this rewrites them at 7 significant digits and
-gives free pages back to the file system.  Medians, minima and maxima are untouched.
+Timing samples written by older versions (or merged from older files) spell float32
+CUDA-event timings out as float64; this rewrites them in the compact form, which reads back to
+the same numbers, and gives free pages back to the file system.  Nothing else changes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ NAME = "compact"
 
 
 def add_parser(subparsers: Any) -> None:
-    sub = subparsers.add_parser(NAME, help="rewrite stored timing samples compactly and shrink the database file")
+    sub = subparsers.add_parser(NAME, help="rewrite stored timing samples compactly (losslessly) and shrink the database file")
     sub.add_argument("--db", default="cache.db", help="the database (default: cache.db)")
 
 
