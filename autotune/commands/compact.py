@@ -16,7 +16,8 @@ NAME = "compact"
 
 
 def add_parser(subparsers: Any) -> None:
-    sub = subparsers.add_parser(NAME, help="rewrite stored timing samples compactly (losslessly) and shrink the database file")
+    sub = subparsers.add_parser(
+        NAME, help="rewrite stored timing samples compactly (losslessly) and shrink the database file")
     sub.add_argument("--db", default="cache.db", help="the database (default: cache.db)")
 
 

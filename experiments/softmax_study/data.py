@@ -32,7 +32,7 @@ class MethodRow:
     kernel: str | None = None
     native: dict[str, Any] | None = None
     tuning_wall_s: float | None = None  # job start (evaluator start-up included) to session end
-    search_s: float | None = None  # the search alone: baselines measured to session end (Helion: its autotune call)
+    search_s: float | None = None  # baselines measured to session end (Helion quick: its autotune call)
     configs: int | None = None
     timeline: list[GenerationSummary] = field(default_factory=list)
     tuned: bool = False  # a winner of this framework (a tuned kernel), not a baseline
@@ -117,7 +117,8 @@ def _shape_rows(cache: Cache, sessions: dict[str, dict[str, Any]]) -> tuple[list
         rows.append(MethodRow(
             method=method, median_ms=winner[1].median_ms, min_ms=winner[1].min_ms, max_ms=winner[1].max_ms,
             rel_error=winner[2], session_id=session["id"], kernel=session["kernel"], native=winner[0],
-            tuning_wall_s=tags.get("helion_wall_s", wall), search_s=tags.get("helion_wall_s", search), configs=tags.get("helion_configs", session["evaluations"]),
+            tuning_wall_s=tags.get("helion_wall_s", wall), search_s=tags.get("helion_wall_s", search),
+            configs=tags.get("helion_configs", session["evaluations"]),
             timeline=timeline(evaluations, _space(cache, session)) if tuned else [], tuned=tuned,
         ))
         if method == d.method_of(d.HELION_KERNEL):
