@@ -114,6 +114,23 @@ def run_report_script(code: str, *, timeout: float = 300, **env: str) -> Any:
     return json.loads(lines[0].removeprefix("REPORT "))
 
 
+def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of one in-process `autotune` command."""
+    from autotune import cli
+
+    return cli.main(argv), *capsys.readouterr()
+
+
+def assert_one_line_error(code: int, out: str, err: str) -> str:
+    """A user error: exit status 2 and one line on stderr, no traceback; returns the line."""
+    assert code == 2, (code, out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("autotune: error: ") and len(lines[0]) > len("autotune: error: ") + 5, err
+    assert "Traceback" not in err + out
+    return lines[0]
+
+
 def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "autotune.cli", *args]
 

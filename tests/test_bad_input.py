@@ -23,7 +23,7 @@ from autotune.kernels.softmax_triton import triton_space
 from autotune.session import Session, SessionSettings
 from autotune.strategies import get_strategy
 from autotune.task import bind_live
-from conftest import all_counts, hashed_cost
+from conftest import all_counts, assert_one_line_error, hashed_cost, run_main
 
 SHAPE = "64x40000"  # wide enough rows for the Triton space's elements-per-thread limit to bind
 # One valid invocation per command, its database written DB; the tests below swap one piece at
@@ -96,20 +96,6 @@ def assert_unchanged(before: dict[str, str], after: dict[str, str]) -> None:
     """Same files with the same bytes; sqlite's own -wal/-shm beside an existing database aside."""
     sidecars = {n for n in after if n not in before and any(n.startswith(f"{old}-") for old in before)}
     assert {n: h for n, h in after.items() if n not in sidecars} == before
-
-
-def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of one in-process command."""
-    return cli.main(argv), *capsys.readouterr()
-
-
-def assert_one_line_error(code: int, out: str, err: str) -> str:
-    assert code == 2, (code, out, err)
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("autotune: error: ") and len(lines[0]) > len("autotune: error: ") + 5, err
-    assert "Traceback" not in err + out
-    return lines[0]
 
 
 def with_db(name: str, path: str, kt: Path | None = None) -> list[str]:

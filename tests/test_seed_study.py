@@ -20,7 +20,7 @@ from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.experiment import ExperimentOptions, load_experiment
 from autotune.types import Status
-from conftest import REPO, run_python
+from conftest import REPO, assert_one_line_error, run_main, run_python
 from experiments import heuristic_seeds as hs
 
 STUDY_DIR = REPO / "experiments" / "seed_study"
@@ -267,11 +267,9 @@ def test_jobs_unpickle_where_the_private_module_does_not_exist(tmp_path):
     (["experiment", "report", str(STUDY_DIR), "--db", "missing.db", "--dtype", "bfloat16"], ["no database"]),
 ])
 def test_bad_requests_are_one_line(argv, words, tmp_path, capsys):
-    code = cli.main(argv)
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    line = assert_one_line_error(*run_main(argv, capsys))
     for word in words:
-        assert word in err, err
+        assert word in line, line
     assert not list(tmp_path.glob("*.db"))
 
 

@@ -19,7 +19,7 @@ from autotune.kernels import get_kernel
 from autotune.session import Session, SessionSettings
 from autotune.strategies import get_strategy
 from autotune.task import bind_live
-from conftest import REPO, hashed_cost
+from conftest import REPO, assert_one_line_error, hashed_cost, run_main
 
 STUDY_DIR = REPO / "experiments" / "softmax_study"
 SHAPES = {"32x128": 0.004, "4096x4096": 0.05}  # shape -> the fixture's device copy time (ms)
@@ -210,11 +210,9 @@ def test_a_tune_job_records_its_experiment_tags(study_db, tmp_path):
     (["experiment"], ["run or report"]),
 ])
 def test_bad_experiment_requests_are_one_line(argv, words, tmp_path, capsys):
-    code = cli.main(argv)
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    line = assert_one_line_error(*run_main(argv, capsys))
     for word in words:
-        assert word in err, err
+        assert word in line, line
     assert not list(tmp_path.glob("*.db"))
 
 
