@@ -34,9 +34,8 @@ import triton.language as tl
 
 from autotune.kernels import softmax_common as common
 from autotune.kernels.registry import KernelSpec, Shape, register
-from autotune.kernels.row_pieces import piece_widths
-from search_spaces.space import ProductLimit
-from search_spaces.triton_space import declare_triton_space, split_launch_config
+from autotune.kernels.row_pieces import piece_space
+from search_spaces.triton_space import split_launch_config
 
 MIN_CHUNK = 1024
 MAX_CHUNK = 65536
@@ -81,19 +80,9 @@ def cooperative_softmax(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, n_cols, x_ro
 
 
 def triton_space(shape: Shape, dtype: torch.dtype):
-    chunks = piece_widths(shape[-1], MIN_CHUNK, MAX_CHUNK, MAX_PIECES)
-    if not chunks:
-        raise ValueError(f"softmax-cooperative: a row of {shape[-1]} values needs more than {MAX_PIECES} pieces "
-                         f"of at most {MAX_CHUNK}")
-    return declare_triton_space(
-        "softmax-cooperative",
-        meta={"CHUNK": chunks},
-        num_warps=[2, 4, 8, 16, 32],
-        num_stages=[1],
-        default={"CHUNK": min(8192, chunks[-1]), "num_warps": 8, "num_stages": 1},
-        constraints=[ProductLimit(names=("CHUNK",), per=("num_warps",), per_scale=32,
-                                  limit=MAX_ELEMENTS_PER_THREAD)],
-    )
+    return piece_space("softmax-cooperative", shape[-1], smallest=MIN_CHUNK, largest=MAX_CHUNK, max_pieces=MAX_PIECES,
+                       preferred=8192, max_per_thread=MAX_ELEMENTS_PER_THREAD, num_warps=(2, 4, 8, 16, 32),
+                       default_warps=8)
 
 
 def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -31,9 +31,8 @@ import triton.language as tl
 
 from autotune.kernels import softmax_common as common
 from autotune.kernels.registry import KernelSpec, Shape, register
-from autotune.kernels.row_pieces import combine_partials, piece_widths
-from search_spaces.space import ProductLimit
-from search_spaces.triton_space import declare_triton_space, split_launch_config
+from autotune.kernels.row_pieces import combine_partials, piece_space
+from search_spaces.triton_space import split_launch_config
 
 MIN_CHUNK = 1024
 MAX_CHUNK = 16384
@@ -78,19 +77,9 @@ def lookback_softmax(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, n_tiles, n_cols
 
 
 def triton_space(shape: Shape, dtype: torch.dtype):
-    chunks = piece_widths(shape[-1], MIN_CHUNK, MAX_CHUNK, MAX_PIECES)
-    if not chunks:
-        raise ValueError(f"softmax-lookback: a row of {shape[-1]} values needs more than {MAX_PIECES} tiles "
-                         f"of at most {MAX_CHUNK}")
-    return declare_triton_space(
-        "softmax-lookback",
-        meta={"CHUNK": chunks, "LAG": list(LAGS)},
-        num_warps=[2, 4, 8, 16],
-        num_stages=[1],
-        default={"CHUNK": min(4096, chunks[-1]), "LAG": 512, "num_warps": 4, "num_stages": 1},
-        constraints=[ProductLimit(names=("CHUNK",), per=("num_warps",), per_scale=32,
-                                  limit=MAX_ELEMENTS_PER_THREAD)],
-    )
+    return piece_space("softmax-lookback", shape[-1], smallest=MIN_CHUNK, largest=MAX_CHUNK, max_pieces=MAX_PIECES,
+                       preferred=4096, max_per_thread=MAX_ELEMENTS_PER_THREAD, num_warps=(2, 4, 8, 16),
+                       default_warps=4, meta={"LAG": list(LAGS)}, default={"LAG": 512})
 
 
 def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -22,8 +22,8 @@ import triton.language as tl
 
 from autotune.kernels import softmax_common as common
 from autotune.kernels.registry import KernelSpec, Shape, register
-from search_spaces.space import ProductLimit
-from search_spaces.triton_space import declare_triton_space, split_launch_config
+from autotune.kernels.row_pieces import piece_space
+from search_spaces.triton_space import split_launch_config
 
 MIN_CHUNK = 1024
 MAX_CHUNK = 32768
@@ -67,19 +67,9 @@ def normalise(x_ptr, out_ptr, max_ptr, sum_ptr, n_cols, x_row_stride, out_row_st
 
 
 def triton_space(shape: Shape, dtype: torch.dtype):
-    n_cols = shape[-1]
-    top = max(MIN_CHUNK, min(triton.next_power_of_2(n_cols), MAX_CHUNK))
-    chunks = [2**e for e in range(MIN_CHUNK.bit_length() - 1, top.bit_length())]
-    default_chunk = min(8192, top)
-    return declare_triton_space(
-        "softmax-split",
-        meta={"CHUNK": chunks, "REVERSE": [0, 1]},
-        num_warps=[2, 4, 8, 16, 32],
-        num_stages=[1],
-        default={"CHUNK": default_chunk, "REVERSE": 1, "num_warps": 8, "num_stages": 1},
-        constraints=[ProductLimit(names=("CHUNK",), per=("num_warps",), per_scale=32,
-                                  limit=MAX_ELEMENTS_PER_THREAD)],
-    )
+    return piece_space("softmax-split", shape[-1], smallest=MIN_CHUNK, largest=MAX_CHUNK, max_pieces=2**31,
+                       preferred=8192, max_per_thread=MAX_ELEMENTS_PER_THREAD, num_warps=(2, 4, 8, 16, 32),
+                       default_warps=8, meta={"REVERSE": [0, 1]}, default={"REVERSE": 1})
 
 
 def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
