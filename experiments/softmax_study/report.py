@@ -53,6 +53,14 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+def _other_strategies() -> str:
+    """'grid for softmax-split and ...': the kernels the study tunes another way."""
+    by_strategy: dict[str, list[str]] = {}
+    for kernel, strategy in d.STRATEGY_FOR.items():
+        by_strategy.setdefault(strategy, []).append(kernel)
+    return "; ".join(f"`{strategy}` for {', '.join(kernels)}" for strategy, kernels in by_strategy.items())
+
+
 def summary_lines(results: list[ShapeResult]) -> str:
     lines = ["| shape | winner | µs | GB/s | % of copy | tuned best vs every baseline |", "|---|---|---|---|---|---|"]
     for result in results:
@@ -91,7 +99,8 @@ def render(results: list[ShapeResult], options: ExperimentOptions, figures: dict
            "input measured in the same run. 'search s' is the tuning alone: for our kernels from the end of the "
            "session's baseline measurements (torch eager, torch.compile, the copy) to its end, compilation "
            "included; for Helion quick its own autotune call. 'job s' adds process and evaluator start-up and "
-           f"the baselines. Our kernels are tuned with `{d.STRATEGY}` seeded from `{d.SEED_FROM}`. A 'tie' is "
+           f"the baselines. Our kernels are tuned with `{d.STRATEGY}` ({_other_strategies()}) seeded from "
+           f"`{d.SEED_FROM}`. A 'tie' is "
            f"a tuned best slower than the fastest baseline by less than the timing noise: "
            f"{BANDWIDTH_BOUND_NOISE:.0%} for bandwidth-bound shapes, {LAUNCH_BOUND_NOISE:.0%} for launch-bound "
            "ones.", "",
