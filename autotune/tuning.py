@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -126,16 +127,26 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         _check_workers(request, settings)
     # Build the task and strategy (both may still refuse the request) before any database
     # is created and before GPU workers are started.
+    started = time.perf_counter()
     if settings.mode == "replay":
         task, cache, make_evaluator, journal_path = _replay_parts(request, spec, shape, console)
     else:
         task, cache, make_evaluator, journal_path = _gpu_parts(request, spec, shape, dtype, console)
+    bound = time.perf_counter()
     strategy = _make_strategy(strategy_cls, task, request, budget)
     user = user_seeds(task, configs)  # a config that does not fit the space stops here, before any write
     seeds = user + collect_seeds(task, cache, sources)
     from autotune.report import RichReporter, print_outcome
 
+    seeded = time.perf_counter()
     evaluator = make_evaluator()
+    # Where a session's start-up goes (binding the kernel here; starting and binding the
+    # evaluator's workers), so it can be seen and cut.
+    set_up = {"bind_s": round(bound - started, 2), "seeds_s": round(seeded - bound, 2),
+              "evaluator_s": round(time.perf_counter() - seeded, 2)}
+    if settings.mode == "gpu":
+        console.print(f"set up in {sum(set_up.values()):.1f} s: kernel bound in {set_up['bind_s']:.1f} s, seeds "
+                      f"{set_up['seeds_s']:.1f} s, evaluator ready in {set_up['evaluator_s']:.1f} s")
     try:
         journal = Cache.open(journal_path, create=True)
         cache = cache or journal
@@ -143,7 +154,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
                    "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
                    **heuristic_provenance(task, sources),
                    "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
-                   "timing_target_ms": request.timing_target_ms}
+                   "timing_target_ms": request.timing_target_ms, "set_up": set_up}
         if request.experiment:
             options["experiment"] = dict(request.experiment)
         if request.workers is not None:

@@ -360,10 +360,14 @@ def test_tune_with_workers_records_where_and_resumes_with_the_same_workers(tmp_p
     db = tmp_path / "gpu.db"
     args = ["tune", "softmax-triton", "--shape", "64x40000", "--budget", "6", "--db", str(db), "--workers", "local:2"]
     assert cli.main(args) == 0, capsys.readouterr().err
-    assert "spreading evaluation over 2 Dask worker(s)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "spreading evaluation over 2 Dask worker(s)" in out
+    assert "set up in " in out and "evaluator ready in " in out  # where a GPU session's start-up went
     journal = Cache.open(db)
     (session,) = journal.sessions()
     assert session["options"]["workers"] == "local:2"
+    set_up = session["options"]["set_up"]
+    assert set(set_up) == {"bind_s", "seeds_s", "evaluator_s"} and all(v >= 0 for v in set_up.values())
     assert set(journal.measured_on_counts(session["id"])) <= {"cpu0", "cpu1"}
     assert sum(journal.measured_on_counts(session["id"]).values()) == session["evaluations"] == 7
     assert set(journal.calibrations(session["id"])) == {"cpu0", "cpu1"}
