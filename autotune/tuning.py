@@ -142,11 +142,11 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     evaluator = make_evaluator()
     # Where a session's start-up goes (binding the kernel here; starting and binding the
     # evaluator's workers), so it can be seen and cut.
-    set_up = {"bind_s": round(bound - started, 2), "seeds_s": round(seeded - bound, 2),
+    set_up = {"bind_s": round(bound - started, 2), "strategy_and_seeds_s": round(seeded - bound, 2),
               "evaluator_s": round(time.perf_counter() - seeded, 2)}
     if settings.mode == "gpu":
-        console.print(f"set up in {sum(set_up.values()):.1f} s: kernel bound in {set_up['bind_s']:.1f} s, seeds "
-                      f"{set_up['seeds_s']:.1f} s, evaluator ready in {set_up['evaluator_s']:.1f} s")
+        console.print(f"set up in {sum(set_up.values()):.1f} s: kernel bound in {set_up['bind_s']:.1f} s, strategy and seeds "
+                      f"{set_up['strategy_and_seeds_s']:.1f} s, evaluator ready in {set_up['evaluator_s']:.1f} s")
     try:
         journal = Cache.open(journal_path, create=True)
         cache = cache or journal

@@ -367,7 +367,7 @@ def test_tune_with_workers_records_where_and_resumes_with_the_same_workers(tmp_p
     (session,) = journal.sessions()
     assert session["options"]["workers"] == "local:2"
     set_up = session["options"]["set_up"]
-    assert set(set_up) == {"bind_s", "seeds_s", "evaluator_s"} and all(v >= 0 for v in set_up.values())
+    assert set(set_up) == {"bind_s", "strategy_and_seeds_s", "evaluator_s"} and all(v >= 0 for v in set_up.values())
     assert set(journal.measured_on_counts(session["id"])) <= {"cpu0", "cpu1"}
     assert sum(journal.measured_on_counts(session["id"]).values()) == session["evaluations"] == 7
     assert set(journal.calibrations(session["id"])) == {"cpu0", "cpu1"}
