@@ -145,8 +145,9 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     set_up = {"bind_s": round(bound - started, 2), "strategy_and_seeds_s": round(seeded - bound, 2),
               "evaluator_s": round(time.perf_counter() - seeded, 2)}
     if settings.mode == "gpu":
-        console.print(f"set up in {sum(set_up.values()):.1f} s: kernel bound in {set_up['bind_s']:.1f} s, strategy and seeds "
-                      f"{set_up['strategy_and_seeds_s']:.1f} s, evaluator ready in {set_up['evaluator_s']:.1f} s")
+        console.print(f"set up in {sum(set_up.values()):.1f} s: kernel bound in {set_up['bind_s']:.1f} s, "
+                      f"strategy and seeds {set_up['strategy_and_seeds_s']:.1f} s, "
+                      f"evaluator ready in {set_up['evaluator_s']:.1f} s")
     try:
         journal = Cache.open(journal_path, create=True)
         cache = cache or journal
