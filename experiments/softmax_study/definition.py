@@ -9,12 +9,14 @@ from __future__ import annotations
 STUDY = "softmax_study"
 SHAPES = ("32x128", "256x1024", "1024x1024", "2048x2048", "4096x4096", "1024x50257", "4096x32000")
 
-# Kernels tuned by this framework.  softmax-split, softmax-cooperative and softmax-lookback are
-# the formulations added for long rows with few of them ([1024, 50257]), where one program per
-# row leaves the GPU's memory system idle: split reads x twice from memory, cooperative once
-# (its pieces wait for each other: measured slower), lookback once plus a re-read from L2.
+# Kernels tuned by this framework.  softmax-split, softmax-cooperative, softmax-lookback and
+# softmax-persistent are the formulations added for long rows with few of them ([1024, 50257]),
+# where one program per row leaves the GPU's memory system idle: split reads x twice from
+# memory, cooperative once (its pieces wait for each other: measured slower), lookback once plus
+# a re-read from L2 (measured slower), persistent once plus a re-read from L2 with only a few
+# rows per SM in flight.
 TUNED_KERNELS = ("softmax", "softmax-online", "softmax-triton", "softmax-split", "softmax-cooperative",
-                 "softmax-lookback")
+                 "softmax-lookback", "softmax-persistent")
 # The framework's best strategy on the recorded softmax spaces (strategies_vs_helion and the
 # simulation reports): pattern search started from the default, the heuristic seeds and the
 # best configs recorded for the nearest shape.

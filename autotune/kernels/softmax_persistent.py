@@ -1,0 +1,113 @@
+"""A persistent Triton online softmax: a few programs per SM loop over the rows.
+
+Why it exists: at [1024, 50257] the one-program-per-row kernels pay one of two prices.  A
+row held in registers (the Helion softmax's best configs, 130 us on an H100) runs one
+program per SM whose load, exp and store phases do not overlap; a looped row launched as
+1024 programs puts every row in flight at once, 103 MB of them, so the second pass misses
+the 50 MB L2 and x is read twice from memory.  Here only PER_SM x (SM count) programs are
+launched and each walks its rows one at a time:
+
+    pass 1: stream the row in CHUNK-wide tiles, keeping a running max and a rescaled sum
+            (tiles loaded with evict_last, so they stay in L2)
+    pass 2: stream the row again, now from L2, and write exp(x - max) * (1 / sum)
+
+so the rows in flight (PER_SM x SMs x row bytes) fit in L2 while several programs per SM
+keep the memory system busy.  exp is taken as exp2 of a pre-scaled argument and the divide
+as one reciprocal per row, which keeps the SM's special-function units off the critical path.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from autotune.kernels import softmax_common as common
+from autotune.kernels.registry import KernelSpec, Shape, register
+from search_spaces.space import ProductLimit
+from search_spaces.triton_space import declare_triton_space, split_launch_config
+
+MIN_CHUNK = 256
+MAX_CHUNK = 16384
+PROGRAMS_PER_SM = (1, 2, 3, 4, 6, 8)
+# More fp32 values of a tile per thread than this spill registers.
+MAX_ELEMENTS_PER_THREAD = 64
+# Stands in for the SM count where there is no GPU (the Triton interpreter on a CPU).
+CPU_PROGRAM_SLOTS = 4
+LOG2_E = tl.constexpr(1.4426950408889634)  # a constexpr: jit code reads only those globals
+
+
+@triton.jit
+def persistent_softmax(x_ptr, out_ptr, n_rows, n_cols, x_row_stride, out_row_stride, CHUNK: tl.constexpr):
+    columns = tl.arange(0, CHUNK)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_row_stride
+        out_row = out_ptr + tl.cast(row, tl.int64) * out_row_stride
+        row_max = -float("inf")
+        row_sum = 0.0
+        for start in range(0, n_cols, CHUNK):
+            offsets = start + columns
+            x = tl.load(x_row + offsets, mask=offsets < n_cols, other=-float("inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+            new_max = tl.maximum(row_max, tl.max(x, axis=0))
+            row_sum = (row_sum * tl.exp2((row_max - new_max) * LOG2_E)
+                       + tl.sum(tl.exp2((x - new_max) * LOG2_E), axis=0))
+            row_max = new_max
+        shift = row_max * LOG2_E
+        scale = 1.0 / row_sum
+        for start in range(0, n_cols, CHUNK):
+            offsets = start + columns
+            mask = offsets < n_cols
+            x = tl.load(x_row + offsets, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            result = tl.exp2(x * LOG2_E - shift) * scale
+            tl.store(out_row + offsets, result.to(out_ptr.dtype.element_ty), mask=mask,
+                     eviction_policy="evict_first")
+
+
+def triton_space(shape: Shape, dtype: torch.dtype):
+    top = min(triton.next_power_of_2(shape[-1]), MAX_CHUNK)
+    bottom = min(MIN_CHUNK, top)
+    chunks = [2**e for e in range(bottom.bit_length() - 1, top.bit_length())]
+    return declare_triton_space(
+        "softmax-persistent",
+        meta={"CHUNK": chunks, "PER_SM": list(PROGRAMS_PER_SM)},
+        num_warps=[4, 8, 16],
+        num_stages=[1, 2, 3],
+        default={"CHUNK": min(4096, top), "PER_SM": 2, "num_warps": 8, "num_stages": 2},
+        constraints=[ProductLimit(names=("CHUNK",), per=("num_warps",), per_scale=32,
+                                  limit=MAX_ELEMENTS_PER_THREAD)],
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def program_slots(device: torch.device) -> int:
+    """The SM count of a CUDA device (what PER_SM multiplies); a small stand-in elsewhere."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return CPU_PROGRAM_SLOTS
+
+
+def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """One launch of min(rows, PER_SM x SMs) programs; `out` may be passed so callers can poison it."""
+    meta, options = split_launch_config(native)
+    if out is None:
+        out = torch.empty_like(x)
+    n_rows, n_cols = x.shape
+    programs = min(n_rows, int(meta["PER_SM"]) * program_slots(x.device))
+    persistent_softmax[(programs,)](x, out, n_rows, n_cols, x.stride(0), out.stride(0), CHUNK=int(meta["CHUNK"]),
+                                    **options)
+    return out
+
+
+register(KernelSpec(
+    name="softmax-persistent",
+    family="triton",
+    description="Triton persistent online softmax: PER_SM programs per SM loop over rows, two passes over "
+                "CHUNK-wide tiles, the second from L2",
+    **common.SPEC_FIELDS,
+    triton_space=triton_space,
+    triton_launch=launch,
+    source_objects=(persistent_softmax, launch),
+))

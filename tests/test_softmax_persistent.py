@@ -1,0 +1,118 @@
+"""The persistent Triton softmax: its numbers under the Triton interpreter, its space, and its
+lowering for a Hopper GPU (sm_90), compiled on the CPU."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.conftest import run_report_script
+
+_INTERPRETED = r"""
+import json, os
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch
+from autotune.kernels import get_kernel
+from autotune.evaluators.timing import relative_error
+
+spec = get_kernel("softmax-persistent")
+report = {}
+# The interpreter stands in 4 program slots for the SMs: PER_SM 1 leaves each program 2-3
+# rows of the 9, PER_SM 8 gives every row its own program.  CHUNK 64 cuts the rows into many
+# tiles (the running max and sum are rescaled), CHUNK 4096 takes a row in one tile.
+for shape in ((9, 1000), (9, 257)):
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        inputs = spec.make_inputs(shape, dtype, "cpu", 0)
+        ref = spec.reference(inputs)
+        for chunk, per_sm in ((64, 1), (256, 2), (4096, 8)):
+            out = spec.triton_launch({"CHUNK": chunk, "PER_SM": per_sm, "num_warps": 4, "num_stages": 1}, *inputs)
+            report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}/{chunk}/{per_sm}"] = {
+                "rel": relative_error(out, ref), "nan": bool(torch.isnan(out).any()),
+                "dtype": str(out.dtype), "shape": list(out.shape)}
+# The largest value at the end of a row, after tiles that set a much lower running max.
+x = torch.zeros((2, 3000), dtype=torch.float32)
+x[1, 2999] = 80.0
+x[1, 0] = -80.0
+out = spec.triton_launch({"CHUNK": 512, "PER_SM": 1, "num_warps": 4, "num_stages": 1}, x)
+report["extremes"] = {"rel": relative_error(out, torch.softmax(x.double(), dim=-1)),
+                      "nan": bool(torch.isnan(out).any()), "dtype": str(out.dtype), "shape": list(out.shape)}
+print("REPORT " + json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    return run_report_script(_INTERPRETED, timeout=600, TRITON_INTERPRET="1")
+
+
+def test_persistent_softmax_matches_the_fp64_reference(interpreted):
+    assert len(interpreted) == 2 * 3 * 3 + 1
+    for name, run in interpreted.items():
+        assert not run["nan"], name
+        tolerance = {"float16": 1e-3, "bfloat16": 8e-3}.get(name.split("/")[1] if "/" in name else "", 1e-5)
+        assert run["rel"] < tolerance, (name, run)
+        if name != "extremes":
+            shape, dtype = name.split("/")[:2]
+            assert run["shape"] == [int(d) for d in shape.split("x")]
+            assert run["dtype"] == f"torch.{dtype}"
+
+
+def test_persistent_softmax_space_caps_registers_and_fits_short_rows():
+    from autotune.kernels import get_kernel
+
+    spec = get_kernel("softmax-persistent")
+    space = spec.triton_space((1024, 50257), None)
+    assert space.parameter("CHUNK").choices == (256, 512, 1024, 2048, 4096, 8192, 16384)
+    axes = [space.parameter(name).choices for name in space.names]
+    points = [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
+              if not space.violations(p)]
+    assert all(p["CHUNK"] / (32 * p["num_warps"]) <= 64 for p in points)
+    assert {"CHUNK": 16384, "PER_SM": 2, "num_warps": 4, "num_stages": 1} not in points
+    assert {"CHUNK": 16384, "PER_SM": 2, "num_warps": 8, "num_stages": 1} in points
+    assert not space.violations(space.default)
+    assert space.default["CHUNK"] == 4096
+    short = spec.triton_space((32, 128), None)
+    assert short.parameter("CHUNK").choices == (128,)
+    assert short.default["CHUNK"] == 128
+
+
+def test_persistent_softmax_launches_per_sm_programs_capped_by_rows(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from autotune.kernels import softmax_persistent as module
+
+    launched = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launched.append((grid, kwargs))
+
+    monkeypatch.setattr(module, "persistent_softmax", Recorder())
+    config = {"CHUNK": 1024, "PER_SM": 3, "num_warps": 8, "num_stages": 2}
+    module.launch(config, torch.zeros((100, 5000)))
+    module.launch(config, torch.zeros((5, 5000)))
+    slots = module.CPU_PROGRAM_SLOTS
+    assert [grid for grid, _ in launched] == [(3 * slots,), (5,)]
+    assert launched[0][1] == {"CHUNK": 1024, "num_warps": 8, "num_stages": 2}
+
+
+@pytest.mark.parametrize("element", ["*fp16", "*bf16", "*fp32"])
+def test_persistent_softmax_compiles_for_sm90_with_one_divide_per_row(element):
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from autotune.kernels.softmax_persistent import persistent_softmax
+
+    signature = {"x_ptr": element, "out_ptr": element, "n_rows": "i32", "n_cols": "i32", "x_row_stride": "i32",
+                 "out_row_stride": "i32", "CHUNK": "constexpr"}
+    source = ASTSource(fn=persistent_softmax, signature=signature, constexprs={"CHUNK": 4096})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 2})
+    ptx = compiled.asm["ptx"]
+    assert compiled.asm.get("cubin"), "no cubin for sm_90"
+    # exp as ex2 of a pre-scaled argument, and the normalisation as one reciprocal per row:
+    # a divide per element would put the special-function units on the critical path.
+    assert ptx.count("ex2.approx") >= 2 * 4096 // (8 * 32)
+    assert ptx.count("div.") == 1
+    # pass 1 keeps x in L2 for pass 2, which streams it out
+    assert "evict_last" in ptx and "evict_first" in ptx
