@@ -18,7 +18,8 @@ as one reciprocal per row, which keeps the SM's special-function units off the c
 Rows whose length is not a multiple of 8 (50257) start at a different 16-byte phase each, and
 a kernel that loads them as they are gets no vectorised load at all (2-byte loads, measured
 116 us at [1024, 50257] against torch.softmax's 112).  So each row is loaded as a masked head
-up to its first 16-byte boundary, an aligned body of whole tiles and a masked tail.
+up to its first 16-byte boundary, a middle of tiles that start and end on such boundaries,
+and the last few values.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ MAX_ELEMENTS_PER_THREAD = 64
 # Stands in for the SM count where there is no GPU (the Triton interpreter on a CPU).
 CPU_PROGRAM_SLOTS = 4
 VECTOR_BYTES = 16  # the widest global load a thread issues
-MIN_EDGE = 16  # the narrowest tile of a row's masked head and tail
 LOG2_E = tl.constexpr(1.4426950408889634)  # a constexpr: jit code reads only those globals
 
 
@@ -56,53 +56,55 @@ def _absorb(row_max, row_sum, x):
 
 @triton.jit
 def persistent_softmax(x_ptr, out_ptr, n_rows, n_cols, x_row_stride, out_row_stride,
-                       CHUNK: tl.constexpr, EDGE: tl.constexpr, ALIGN: tl.constexpr):
+                       CHUNK: tl.constexpr, ALIGN: tl.constexpr):
     # A row of 50257 fp16 values starts at a different 16-byte phase each time; loaded as it
-    # is, no load can be vectorised.  So each row is cut into a masked head (up to the first
-    # ALIGN-element boundary), a body of whole CHUNK tiles loaded unmasked and aligned, and a
-    # masked tail in EDGE-wide tiles.  ALIGN is 1 where x and out rows are not in phase.
+    # is, no load can be vectorised.  So each row is cut into a head up to its first
+    # ALIGN-element boundary, a middle whose tiles start and end on such boundaries (16-byte
+    # loads and stores), and the last few values; head and end are tiles of ALIGN lanes.  ALIGN
+    # is 1 where x's and out's rows are not in the same phase.
     columns = tl.arange(0, CHUNK)
-    edge = tl.arange(0, EDGE)
+    few = tl.arange(0, ALIGN)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         x_row = tl.cast(row, tl.int64) * x_row_stride
         out_row = tl.cast(row, tl.int64) * out_row_stride
         head = tl.minimum((ALIGN - x_row % ALIGN) % ALIGN, n_cols)
-        body_end = head + (n_cols - head) // CHUNK * CHUNK
+        middle_end = head + (n_cols - head) // ALIGN * ALIGN
         row_max = -float("inf")
         row_sum = 0.0
         # pass 1: running max and sum; evict_last keeps the row in L2 for pass 2
-        for start in range(0, head, EDGE):
-            x = tl.load(x_ptr + x_row + start + edge, mask=start + edge < head, other=-float("inf"),
-                        eviction_policy="evict_last").to(tl.float32)
-            row_max, row_sum = _absorb(row_max, row_sum, x)
-        for start in range(head, body_end, CHUNK):
-            x = tl.load(x_ptr + tl.multiple_of(x_row + start, ALIGN) + columns,
-                        eviction_policy="evict_last").to(tl.float32)
-            row_max, row_sum = _absorb(row_max, row_sum, x)
-        for start in range(body_end, n_cols, EDGE):
-            x = tl.load(x_ptr + x_row + start + edge, mask=start + edge < n_cols, other=-float("inf"),
-                        eviction_policy="evict_last").to(tl.float32)
-            row_max, row_sum = _absorb(row_max, row_sum, x)
+        if head > 0:
+            x = tl.load(x_ptr + x_row + few, mask=few < head, other=-float("inf"), eviction_policy="evict_last")
+            row_max, row_sum = _absorb(row_max, row_sum, x.to(tl.float32))
+        for start in range(head, middle_end, CHUNK):
+            at = tl.multiple_of(x_row + start, ALIGN)
+            x = tl.load(x_ptr + at + columns, mask=at + columns < tl.multiple_of(x_row + middle_end, ALIGN),
+                        other=-float("inf"), eviction_policy="evict_last")
+            row_max, row_sum = _absorb(row_max, row_sum, x.to(tl.float32))
+        if middle_end < n_cols:
+            x = tl.load(x_ptr + x_row + middle_end + few, mask=middle_end + few < n_cols, other=-float("inf"),
+                        eviction_policy="evict_last")
+            row_max, row_sum = _absorb(row_max, row_sum, x.to(tl.float32))
         # pass 2: exp(x - max) / sum as exp2 of a pre-scaled argument times one reciprocal
         shift = row_max * LOG2_E
         scale = 1.0 / row_sum
-        for start in range(0, head, EDGE):
-            mask = start + edge < head
-            x = tl.load(x_ptr + x_row + start + edge, mask=mask, other=0.0, eviction_policy="evict_first")
-            result = tl.exp2(x.to(tl.float32) * LOG2_E - shift) * scale
-            tl.store(out_ptr + out_row + start + edge, result.to(out_ptr.dtype.element_ty), mask=mask,
-                     eviction_policy="evict_first")
-        for start in range(head, body_end, CHUNK):
-            x = tl.load(x_ptr + tl.multiple_of(x_row + start, ALIGN) + columns, eviction_policy="evict_first")
-            result = tl.exp2(x.to(tl.float32) * LOG2_E - shift) * scale
-            tl.store(out_ptr + tl.multiple_of(out_row + start, ALIGN) + columns,
-                     result.to(out_ptr.dtype.element_ty), eviction_policy="evict_first")
-        for start in range(body_end, n_cols, EDGE):
-            mask = start + edge < n_cols
-            x = tl.load(x_ptr + x_row + start + edge, mask=mask, other=0.0, eviction_policy="evict_first")
-            result = tl.exp2(x.to(tl.float32) * LOG2_E - shift) * scale
-            tl.store(out_ptr + out_row + start + edge, result.to(out_ptr.dtype.element_ty), mask=mask,
-                     eviction_policy="evict_first")
+        if head > 0:
+            _write(x_ptr + x_row + few, out_ptr + out_row + few, few < head, shift, scale)
+        for start in range(head, middle_end, CHUNK):
+            at = tl.multiple_of(x_row + start, ALIGN)
+            to = tl.multiple_of(out_row + start, ALIGN)
+            _write(x_ptr + at + columns, out_ptr + to + columns,
+                   at + columns < tl.multiple_of(x_row + middle_end, ALIGN), shift, scale)
+        if middle_end < n_cols:
+            _write(x_ptr + x_row + middle_end + few, out_ptr + out_row + middle_end + few,
+                   middle_end + few < n_cols, shift, scale)
+
+
+@triton.jit
+def _write(x_pointers, out_pointers, mask, shift, scale):
+    """out = exp2(x * log2(e) - shift) * scale where mask; x streamed out of L2."""
+    x = tl.load(x_pointers, mask=mask, other=0.0, eviction_policy="evict_first")
+    result = tl.exp2(x.to(tl.float32) * LOG2_E - shift) * scale
+    tl.store(out_pointers, result.to(out_pointers.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
 def triton_space(shape: Shape, dtype: torch.dtype):
@@ -138,7 +140,7 @@ def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> to
     programs = min(n_rows, int(meta["PER_SM"]) * program_slots(x.device))
     chunk = int(meta["CHUNK"])
     persistent_softmax[(programs,)](x, out, n_rows, n_cols, x.stride(0), out.stride(0), CHUNK=chunk,
-                                    EDGE=max(MIN_EDGE, chunk // 8), ALIGN=row_alignment(x, out), **options)
+                                    ALIGN=row_alignment(x, out), **options)
     return out
 
 
@@ -159,5 +161,5 @@ register(KernelSpec(
     **common.SPEC_FIELDS,
     triton_space=triton_space,
     triton_launch=launch,
-    source_objects=(persistent_softmax, _absorb, launch, row_alignment),
+    source_objects=(persistent_softmax, _absorb, _write, launch, row_alignment),
 ))
