@@ -21,7 +21,7 @@ report = {}
 # The interpreter stands in 4 program slots for the SMs: PER_SM 1 leaves each program 2-3
 # rows of the 9, PER_SM 8 gives every row its own program.  CHUNK 64 cuts the rows into many
 # tiles (the running max and sum are rescaled), CHUNK 4096 takes a row in one tile.  Rows of
-# 1000 start in 16-byte phase, rows of 1001 and 257 each at another phase (head, middle and
+# 1000 start in 16-byte phase, rows of 1001 and 257 each at another phase (head, body, tail and
 # end all used), rows of 7 are a head and an end only.
 for shape in ((9, 1000), (9, 1001), (9, 257), (4, 7)):
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
@@ -100,7 +100,7 @@ def test_persistent_softmax_launches_per_sm_programs_capped_by_rows(monkeypatch)
     module.launch(config, torch.zeros((5, 5000)))
     slots = module.CPU_PROGRAM_SLOTS
     assert [grid for grid, _ in launched] == [(3 * slots,), (5,)]
-    assert launched[0][1] == {"CHUNK": 1024, "ALIGN": 4, "num_warps": 8, "num_stages": 2}
+    assert launched[0][1] == {"CHUNK": 1024, "EDGE": 128, "ALIGN": 4, "num_warps": 8, "num_stages": 2}
 
 
 def test_rows_are_loaded_in_16_byte_phase_only_when_x_and_out_share_it():
@@ -128,11 +128,11 @@ def _ptx_memory_ops(element: str, align: int) -> dict[str, int]:
     from autotune.kernels.softmax_persistent import persistent_softmax
 
     signature = {"x_ptr": element, "out_ptr": element, "n_rows": "i32", "n_cols": "i32", "x_row_stride": "i32",
-                 "out_row_stride": "i32", "CHUNK": "constexpr", "ALIGN": "constexpr"}
+                 "out_row_stride": "i32", "CHUNK": "constexpr", "EDGE": "constexpr", "ALIGN": "constexpr"}
     # what a launch specialises: both tensors start on a 16-byte boundary
     aligned_pointers = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]]}
     source = ASTSource(fn=persistent_softmax, signature=signature, attrs=aligned_pointers,
-                       constexprs={"CHUNK": 8192, "ALIGN": align})
+                       constexprs={"CHUNK": 8192, "EDGE": 1024, "ALIGN": align})
     compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 16, "num_stages": 2})
     assert compiled.asm.get("cubin"), "no cubin for sm_90"
     ptx = compiled.asm["ptx"]
