@@ -9,6 +9,10 @@ calibration), and the clock starts after that.  The report gives configs per sec
 each, their ratio, and the calibration spread between the two GPUs (slowest/fastest median
 of the same config), which says whether measurements from both can be mixed.
 
+Each run compiles into its own empty Triton cache: with a shared one the second run would
+only load what the first compiled (a first attempt measured 91 s on one GPU against 11 s on
+two, an 8x "ratio" that was the cache's doing).
+
 Nothing is recorded in a database: this measures the evaluator alone.  Needs two GPUs and
 the distributed extra; refuses in one line otherwise.
 
@@ -19,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +91,16 @@ def generation(task: Any, count: int, seed: int) -> list[Any]:
     return list(chosen.values())[:count]
 
 
+def worker_environments(devices: Sequence[str], gpus: int, cache_root: Path) -> dict[str, dict[str, str]]:
+    """One GPU per worker, and one compile cache per run, empty at its start, so a run cannot
+    reuse what an earlier one compiled."""
+    cache = cache_root / f"{gpus}-gpu-run"
+    cache.mkdir(parents=True, exist_ok=False)
+    return {f"gpu{i}": {"CUDA_VISIBLE_DEVICES": device, "TRITON_CACHE_DIR": str(cache / "triton"),
+                        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor")}
+            for i, device in enumerate(devices[:gpus])}
+
+
 def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, batch_size: int) -> Run:
     """Calibrate (and so warm up) every worker, then time the generation."""
     from autotune.distributed.evaluator import distributed_evaluator
@@ -106,7 +122,7 @@ def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_worker
         "# Evaluation spread over GPUs: throughput", "",
         f"One generation of {one.configs} Helion softmax configs ({shape} {dtype}, random strategy, seed {seed}) "
         f"evaluated through `DistributedEvaluator` on {device}; {compile_workers} compile processes per GPU worker, "
-        "start-up not counted.", "",
+        "start-up not counted; each run compiles into its own empty Triton cache.", "",
         "| GPUs | configs | ok | wall s | configs/s |", "| --- | --- | --- | --- | --- |",
         *(f"| {r.gpus} | {r.configs} | {r.ok} | {r.wall_s:.1f} | {r.configs_per_s:.2f} |" for r in runs), "",
         f"Throughput ratio ({two.gpus} GPUs / {one.gpus} GPU): **{two.configs_per_s / one.configs_per_s:.2f}x**.", "",
@@ -146,8 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     factory = GPUEvaluatorFactory(spec.name, tuple(shape), task.dtype, device_name=task.identity.device,
                                   compile_workers=compile_workers, seed=args.seed)
     runs = []
+    cache_root = Path(tempfile.mkdtemp(prefix="distributed-throughput-"))
     for gpus in (1, 2):
-        cluster = start_local_cluster({f"gpu{i}": {"CUDA_VISIBLE_DEVICES": d} for i, d in enumerate(devices[:gpus])})
+        cluster = start_local_cluster(worker_environments(devices, gpus, cache_root))
         client = Client(cluster)
         try:
             client.wait_for_workers(gpus, timeout=120)
@@ -156,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             client.close()
             cluster.close()
+    shutil.rmtree(cache_root, ignore_errors=True)
     text = report(runs, shape=args.shape, dtype=args.dtype, seed=args.seed, compile_workers=compile_workers,
                   device=task.identity.device)
     args.report.parent.mkdir(parents=True, exist_ok=True)

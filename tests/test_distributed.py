@@ -404,3 +404,17 @@ def test_throughput_experiment_measures_and_reports(triton_task, one_worker, thr
     text = report(runs, shape="64x40000", dtype="float16", seed=1, compile_workers=2, device="cpu")
     assert "Throughput ratio (3 GPUs / 1 GPU)" in text and "Spread between the GPUs" in text
     assert "| 3 | 8 | 8 |" in text and "**1.000**" in text  # the fake times the reference alike everywhere
+
+
+def test_throughput_runs_compile_into_separate_empty_caches(tmp_path):
+    from experiments.distributed_throughput import worker_environments
+
+    one = worker_environments(["3", "5"], 1, tmp_path)
+    two = worker_environments(["3", "5"], 2, tmp_path)
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in one.values()] == ["3"]
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in two.values()] == ["3", "5"]
+    assert one["gpu0"]["TRITON_CACHE_DIR"] != two["gpu0"]["TRITON_CACHE_DIR"]
+    assert two["gpu0"]["TRITON_CACHE_DIR"] == two["gpu1"]["TRITON_CACHE_DIR"]  # a run's workers share theirs
+    assert not any((tmp_path / "2-gpu-run").iterdir())  # empty when the run starts
+    with pytest.raises(FileExistsError):  # never a cache left from an earlier run
+        worker_environments(["3", "5"], 2, tmp_path)
