@@ -114,6 +114,13 @@ class Session:
         self.final_rows = 0  # re-benchmark rows already recorded for this session
 
     # -- the loop ---------------------------------------------------------------------
+    def _record_calibration(self) -> None:
+        """An evaluator spread over GPUs times one reference config on each of them before the
+        session starts; those rows go in as soon as the session has an id, so a driver killed
+        later keeps them with the evaluations they qualify."""
+        for worker, result in (getattr(self.evaluator, "calibration", None) or {}).items():
+            self.journal.record_calibration(self.session_id, self.task.fingerprint, worker, result)
+
     def run(self) -> SessionOutcome:
         task, settings = self.task, self.settings
         self.journal.put_space(task.identity)
@@ -130,6 +137,7 @@ class Session:
                 device=task.identity.device, versions=task.identity.versions, mode=settings.mode,
                 options={**self.options, "fresh": settings.fresh, "generation_size": settings.generation_size},
             )
+        self._record_calibration()
         self.reporter.session_started(self.session_id, task, settings, self.evaluator.description)
         self.started = time.monotonic()
         exit_reason = "interrupted"

@@ -162,10 +162,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             options["workers"] = request.workers
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume)
-        try:
-            outcome = session.run()
-        finally:
-            _record_calibration(journal, session, evaluator)
+        outcome = session.run()
     finally:
         evaluator.close()
     print_outcome(console, task, outcome, db=str(journal.path), recorded_best=cache.best(task.fingerprint))
@@ -190,15 +187,6 @@ def _check_workers(request: TuneRequest, settings: SessionSettings) -> None:
         reason = "--replay given" if request.replay else "there is no GPU on this machine"
         raise UserError(f"--workers {request.workers} applies to measuring sessions; this one replays ({reason}) "
                         "and a replay is answered from the database: there is nothing to spread")
-
-
-def _record_calibration(journal: Cache, session: Session, evaluator: Any) -> None:
-    """A distributed evaluator's calibration, recorded as rows of the session (once it has an id)."""
-    session_id = getattr(session, "session_id", None)
-    if session_id is not None and getattr(evaluator, "calibration", None):
-        from autotune.distributed.evaluator import record_calibration
-
-        record_calibration(journal, session_id, session.task.fingerprint, evaluator)
 
 
 def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget: int | None):

@@ -17,7 +17,7 @@ import autotune.cache as cache_module  # noqa: E402
 from autotune import cli  # noqa: E402
 from autotune.cache import Cache, CacheError  # noqa: E402
 from autotune.distributed.cluster import connect, parse_workers  # noqa: E402
-from autotune.distributed.evaluator import distributed_evaluator, record_calibration  # noqa: E402
+from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.factories import FakeEvaluatorFactory  # noqa: E402
 from autotune.distributed.jobs import run_jobs  # noqa: E402
 from autotune.evaluators.fake import FakeEvaluator  # noqa: E402
@@ -62,13 +62,12 @@ class RecordingStrategy:
 
 
 def tune(task, evaluator, db: Path) -> tuple[Any, RecordingStrategy, Cache]:
-    """One pattern-search session into `db`, recording the evaluator's calibration like the CLI."""
+    """One pattern-search session into `db` (the session records the evaluator's calibration)."""
     strategy = RecordingStrategy(get_strategy(STRATEGY)(task.space, seed=SEED, **OPTIONS))
     settings = SessionSettings(strategy=STRATEGY, seed=SEED, budget=BUDGET, mode="gpu")
     journal = Cache.open(db, create=True)
     try:
         outcome = Session(task, evaluator, strategy, settings, journal).run()
-        record_calibration(journal, outcome.session_id, task.fingerprint, evaluator)
     finally:
         evaluator.close()
     return outcome, strategy, journal

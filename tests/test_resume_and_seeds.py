@@ -185,3 +185,19 @@ def test_an_error_inside_a_session_is_recorded_as_its_exit_reason(triton_task, t
     with pytest.raises(RuntimeError):
         _session(triton_task, db, Broken(hashed_cost), "random").run()
     assert db.session(1)["exit_reason"] == "error: RuntimeError"
+
+
+def test_a_session_killed_early_keeps_its_evaluators_calibration(triton_task, tmp_path):
+    from autotune.types import Result
+
+    db = Cache.open(tmp_path / "t.db", create=True)
+    evaluator = StopAfter(hashed_cost, 0)
+    reference = triton_task.default_candidate().key
+    evaluator.calibration = {f"gpu{i}": Result(key=reference, status=Status.OK, median_ms=ms, repetitions=10)
+                             for i, ms in enumerate((0.50, 0.51))}
+    with pytest.raises(KeyboardInterrupt):
+        _session(triton_task, db, evaluator, "random").run()
+    kept = db.calibrations(1)
+    assert {worker: (r.key, r.median_ms) for worker, r in kept.items()} == {
+        "gpu0": (reference, 0.50), "gpu1": (reference, 0.51)}
+    assert db.session(1)["exit_reason"] == "interrupted"

@@ -11,7 +11,7 @@ are run once more on another worker, and recorded as `crash` if that worker dies
 Calibration: at start, the reference config (the kernel's default, chosen by the caller
 because it is the one config every session of a space evaluates) is timed once on every
 worker, so measurements made on different GPUs can be checked against each other; the
-caller records it (`record_calibration`) once the session has an id.
+session records it as soon as it has an id.
 """
 
 from __future__ import annotations
@@ -117,11 +117,3 @@ def distributed_evaluator(client: Any, factory: Callable[[], Any], **options: An
     """The evaluator for `factory`: with the final re-timing when its evaluators can re-time."""
     cls = RebenchmarkingDistributedEvaluator if getattr(factory, "rebenchmarks", False) else DistributedEvaluator
     return cls(client, factory, **options)
-
-
-def record_calibration(journal: Cache, session_id: int, fingerprint: str, evaluator: Any) -> int:
-    """Write an evaluator's calibration (if it has one) as rows of the session; how many."""
-    calibration = getattr(evaluator, "calibration", {}) or {}
-    for worker, result in calibration.items():
-        journal.record_calibration(session_id, fingerprint, worker, result)
-    return len(calibration)
