@@ -171,7 +171,7 @@ def test_runner_plans_every_job_and_skips_recorded_ones(study_db):
     jobs = runner.plan(options)
     assert [job.method for job in jobs] == ["helion-quick", "tuned softmax", "tuned softmax-online",
                                             "tuned softmax-triton", "tuned softmax-split", "tuned softmax-cooperative",
-                                            "tuned softmax-lookback"]
+                                            "tuned softmax-lookback", "tuned softmax-persistent"]
     chosen = runner.plan(replace(options, shapes=(), methods=("tuned softmax-cooperative",)))
     assert [(job.shape, job.method) for job in chosen] == [(s, "tuned softmax-cooperative") for s in runner.d.SHAPES]
     done = runner.recorded_jobs(study_db, "float16")
