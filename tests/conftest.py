@@ -114,6 +114,27 @@ def run_report_script(code: str, *, timeout: float = 300, **env: str) -> Any:
     return json.loads(lines[0].removeprefix("REPORT "))
 
 
+def valid_points(space: Any) -> list[dict[str, Any]]:
+    """Every point of a (small, declared) space that breaks none of its constraints."""
+    import itertools
+
+    axes = [space.parameter(name).choices for name in space.names]
+    return [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
+            if not space.violations(p)]
+
+
+def assert_softmax_runs_match(runs: Mapping[str, Mapping[str, Any]], tolerances: Mapping[str, float]) -> None:
+    """Interpreter runs keyed 'ROWSxCOLS/dtype[/...]' (others, such as 'extremes', are fp32):
+    no NaN, relative error under the dtype's tolerance, output of the input's shape and dtype."""
+    for name, run in runs.items():
+        assert not run["nan"], name
+        dtype = name.split("/")[1] if "/" in name else "float32"
+        assert run["rel"] < tolerances[dtype], (name, run)
+        if "/" in name:
+            shape = name.split("/")[0]
+            assert run["shape"] == [int(d) for d in shape.split("x")] and run["dtype"] == f"torch.{dtype}"
+
+
 def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
     """(exit status, stdout, stderr) of one in-process `autotune` command."""
     from autotune import cli

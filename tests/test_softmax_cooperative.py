@@ -4,11 +4,9 @@ at once, which only a GPU gives: that path is accuracy-gated by the evaluator on
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
-from tests.conftest import run_report_script
+from tests.conftest import assert_softmax_runs_match, run_report_script, valid_points
 
 _INTERPRETED = r"""
 import json, os
@@ -48,12 +46,7 @@ def interpreted():
 def test_one_piece_per_row_matches_the_fp64_reference(interpreted):
     runs = {k: v for k, v in interpreted.items() if k != "refused"}
     assert len(runs) == 3 * 2 + 1
-    for name, run in runs.items():
-        assert not run["nan"], name
-        assert run["rel"] < (1e-3 if "float16" in name else 1e-5), (name, run)
-        if name != "extremes":
-            shape, dtype = name.split("/")
-            assert run["shape"] == [int(d) for d in shape.split("x")] and run["dtype"] == f"torch.{dtype}"
+    assert_softmax_runs_match(runs, {"float16": 1e-3, "float32": 1e-5})
 
 
 def test_waiting_pieces_are_refused_under_the_interpreter_instead_of_hanging(interpreted):
@@ -67,9 +60,7 @@ def test_space_caps_pieces_per_row_and_registers():
     spec = get_kernel("softmax-cooperative")
     space = spec.triton_space((1024, 50257), None)
     assert space.parameter("CHUNK").choices == (1024, 2048, 4096, 8192, 16384, 32768, 65536)
-    axes = [space.parameter(name).choices for name in space.names]
-    points = [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
-              if not space.violations(p)]
+    points = valid_points(space)
     assert points and all(p["CHUNK"] / (32 * p["num_warps"]) <= 128 for p in points)
     assert not space.violations(space.default)
     assert space.default["CHUNK"] == 8192

@@ -6,11 +6,9 @@ combine of the partials are all exercised here, for one and many tiles per row."
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
-from tests.conftest import run_report_script
+from tests.conftest import assert_softmax_runs_match, run_report_script, valid_points
 
 _INTERPRETED = r"""
 import json, os
@@ -48,12 +46,7 @@ def interpreted():
 
 def test_lookback_softmax_matches_the_fp64_reference_for_every_tiling_and_lag(interpreted):
     assert len(interpreted) == 3 * 2 * 4 + 1
-    for name, run in interpreted.items():
-        assert not run["nan"], name
-        assert run["rel"] < (1e-3 if "float16" in name else 1e-5), (name, run)
-        if name != "extremes":
-            shape, dtype = name.split("/")[:2]
-            assert run["shape"] == [int(d) for d in shape.split("x")] and run["dtype"] == f"torch.{dtype}"
+    assert_softmax_runs_match(interpreted, {"float16": 1e-3, "float32": 1e-5})
 
 
 def test_lookback_space_keeps_one_tile_in_registers():
@@ -62,9 +55,7 @@ def test_lookback_space_keeps_one_tile_in_registers():
     spec = get_kernel("softmax-lookback")
     space = spec.triton_space((1024, 50257), None)
     assert space.parameter("CHUNK").choices == (1024, 2048, 4096, 8192, 16384)
-    axes = [space.parameter(name).choices for name in space.names]
-    points = [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
-              if not space.violations(p)]
+    points = valid_points(space)
     assert points and all(p["CHUNK"] / (32 * p["num_warps"]) <= 64 for p in points)
     assert {"CHUNK": 16384, "LAG": 512, "num_warps": 4, "num_stages": 1} not in points
     assert not space.violations(space.default)

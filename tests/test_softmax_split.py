@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 
-from tests.conftest import run_report_script
+from tests.conftest import assert_softmax_runs_match, run_report_script, valid_points
 
 _INTERPRETED = r"""
 import json, os
@@ -50,14 +48,7 @@ def interpreted():
 
 def test_split_softmax_matches_the_fp64_reference_for_every_chunking(interpreted):
     assert len(interpreted) == 3 * 2 * 3 * 2 + 1
-    for name, run in interpreted.items():
-        assert not run["nan"], name
-        tolerance = 1e-3 if "float16" in name else 1e-5
-        assert run["rel"] < tolerance, (name, run)
-        if name != "extremes":
-            shape, dtype = name.split("/")[:2]
-            assert run["shape"] == [int(d) for d in shape.split("x")]
-            assert run["dtype"] == f"torch.{dtype}"
+    assert_softmax_runs_match(interpreted, {"float16": 1e-3, "float32": 1e-5})
 
 
 def test_split_softmax_space_is_small_and_capped():
@@ -67,9 +58,7 @@ def test_split_softmax_space_is_small_and_capped():
     space = spec.triton_space((1024, 50257), None)
     chunks = space.parameter("CHUNK").choices
     assert chunks == (1024, 2048, 4096, 8192, 16384, 32768)
-    axes = [space.parameter(name).choices for name in space.names]
-    points = [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
-              if not space.violations(p)]
+    points = valid_points(space)
     # every point holds at most 128 fp32 values per thread
     assert points and all(p["CHUNK"] / (32 * p["num_warps"]) <= 128 for p in points)
     assert {"CHUNK": 32768, "REVERSE": 0, "num_warps": 4, "num_stages": 1} not in points
