@@ -163,17 +163,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   compile_workers=compile_workers, seed=args.seed)
     runs = []
     cache_root = Path(tempfile.mkdtemp(prefix="distributed-throughput-"))
-    for gpus in (1, 2):
-        cluster = start_local_cluster(worker_environments(devices, gpus, cache_root))
-        client = Client(cluster)
-        try:
-            client.wait_for_workers(gpus, timeout=120)
-            runs.append(measure(client, factory, candidates, task.default_candidate(), compile_workers))
-            print(f"{gpus} GPU(s): {runs[-1].configs} configs in {runs[-1].wall_s:.1f} s", flush=True)
-        finally:
-            client.close()
-            cluster.close()
-    shutil.rmtree(cache_root, ignore_errors=True)
+    try:
+        for gpus in (1, 2):
+            cluster = start_local_cluster(worker_environments(devices, gpus, cache_root))
+            client = Client(cluster)
+            try:
+                client.wait_for_workers(gpus, timeout=120)
+                runs.append(measure(client, factory, candidates, task.default_candidate(), compile_workers))
+                print(f"{gpus} GPU(s): {runs[-1].configs} configs in {runs[-1].wall_s:.1f} s", flush=True)
+            finally:
+                client.close()
+                cluster.close()
+    finally:
+        shutil.rmtree(cache_root, ignore_errors=True)
     text = report(runs, shape=args.shape, dtype=args.dtype, seed=args.seed, compile_workers=compile_workers,
                   device=task.identity.device)
     args.report.parent.mkdir(parents=True, exist_ok=True)

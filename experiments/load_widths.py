@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import re
 import sys
@@ -101,13 +102,19 @@ def _sm_count_of_an_h100() -> Iterator[None]:
         helion.runtime.get_num_sm = original
 
 
+@functools.lru_cache(maxsize=1)
+def _generated_folder() -> Any:
+    """Where Helion's generated modules are written; removed when the interpreter exits."""
+    import tempfile
+
+    return tempfile.TemporaryDirectory(prefix="load-widths-")
+
+
 def _import_source(code: str, name: str) -> Any:
     """Import Helion's generated module from a file (Triton reads a jit function's source)."""
     import importlib.util
-    import tempfile
 
-    folder = Path(tempfile.mkdtemp(prefix="load-widths-"))
-    path = folder / f"{name}.py"
+    path = Path(_generated_folder().name) / f"{name}.py"
     path.write_text(code)
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
@@ -199,8 +206,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", help="a JSON config (partial is fine) instead of the fastest recorded one")
     parser.add_argument("--db", type=Path, default=REPO / "cache.db")
     args = parser.parse_args(argv)
-    import torch
-
     from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
     from autotune.task import bind_live
 
@@ -220,9 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             counts += memory_ops(launch)
         widest = max((size for (kind, size) in counts if kind == "load"), default=0)
         rows.append(f"| {name} | {origin} | {widest} | {summary(counts)} |")
-        torch.cuda.empty_cache() if torch.cuda.is_available() else None
-    print(f"Global memory instructions per thread, compiled for sm_90: {args.shape} {args.dtype}\n")
-    print("| kernel | config | widest load (bytes) | loads and stores (count x bytes each) |")
+    print(f"Global memory instructions in the code compiled for sm_90: {args.shape} {args.dtype}\n")
+    print("| kernel | config | widest load (bytes) | loads and stores in the code (count x bytes each) |")
     print("|---|---|---|---|")
     print("\n".join(rows))
     return 0
