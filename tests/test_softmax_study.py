@@ -232,3 +232,27 @@ def test_study_jobs_pickle_for_workers(tmp_path):
     shutil.copytree(STUDY_DIR, copy, ignore=shutil.ignore_patterns("report", "__pycache__"))
     private = load_experiment(copy)
     assert private.__name__.startswith("_autotune_experiment_my_study_") and callable(private.report)
+
+
+def test_rows_measured_on_an_earlier_kernel_source_are_marked(study_db, tmp_path):
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "older.db"
+    shutil.copy(study_db, db)
+    with sqlite3.connect(db) as connection:  # as if softmax-split had been edited since its 4096x4096 session
+        changed = connection.execute(
+            "UPDATE spaces SET source_hash = 'an-earlier-version' WHERE kernel = 'softmax-split'"
+            " AND shape = '[4096, 4096]' AND dtype = 'float16'").rowcount
+    assert changed == 1
+    out = tmp_path / "report"
+    assert cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(db), "--out", str(out)]) == 0
+    text = (out / "README.md").read_text()
+    marked = [line for line in text.splitlines() if line.startswith("| ") and "†" in line]
+    assert len(marked) == 1 and "tuned softmax-split" in marked[0]
+    assert "† measured on an earlier version of the kernel's source" in text.split("## 4096x4096")[1]
+    assert "†" not in text.split("## 32x128")[1].split("## 4096x4096")[0]
+    rows = {(r["method"], tuple(s["shape"])): r["earlier_source"]
+            for s in json.loads((out / "results.json").read_text()) for r in s["rows"]}
+    assert rows[("tuned softmax-split", (4096, 4096))] is True
+    assert rows[("tuned softmax-split", (32, 128))] is False

@@ -6,6 +6,7 @@ same shape and method, the latest finished one is used.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ class MethodRow:
     configs: int | None = None
     timeline: list[GenerationSummary] = field(default_factory=list)
     tuned: bool = False  # a winner of this framework (a tuned kernel), not a baseline
+    earlier_source: bool = False  # measured on another version of the kernel's source than the present one
 
 
 @dataclass
@@ -111,6 +113,7 @@ def _shape_rows(cache: Cache, sessions: dict[str, dict[str, Any]]) -> tuple[list
             continue
         tags = experiment_tags(session["options"])
         tuned = method != d.HELION_QUICK
+        earlier = _earlier_source(cache, session)
         wall = session["ended"] - tags["job_started"] if "job_started" in tags else None
         search_started = cache.search_started(session["id"])
         search = session["ended"] - search_started if search_started is not None else None
@@ -120,6 +123,7 @@ def _shape_rows(cache: Cache, sessions: dict[str, dict[str, Any]]) -> tuple[list
             tuning_wall_s=tags.get("helion_wall_s", wall), search_s=tags.get("helion_wall_s", search),
             configs=tags.get("helion_configs", session["evaluations"]),
             timeline=timeline(evaluations, _space(cache, session)) if tuned else [], tuned=tuned,
+            earlier_source=earlier,
         ))
         if method == d.method_of(d.HELION_KERNEL):
             default = default_row(evaluations)
@@ -128,7 +132,7 @@ def _shape_rows(cache: Cache, sessions: dict[str, dict[str, Any]]) -> tuple[list
                                       min_ms=default.result.min_ms, max_ms=default.result.max_ms,
                                       rel_error=_rel_error(evaluations, default.candidate.key),
                                       session_id=session["id"], kernel=session["kernel"],
-                                      native=dict(default.candidate.native)))
+                                      native=dict(default.candidate.native), earlier_source=earlier))
     baselines = _baselines(cache, sessions)
     for name in (d.TORCH_EAGER, d.TORCH_COMPILE):
         result = baselines.get(name)
@@ -183,3 +187,23 @@ def _rel_error(rows: list[EvaluationRow], key: str) -> float | None:
 def _space(cache: Cache, session: dict[str, Any]) -> Any:
     record = cache.get_space(session["space_fingerprint"])
     return record.space if record else None
+
+
+@functools.lru_cache(maxsize=None)
+def present_source_hash(kernel: str) -> str | None:
+    """The hash of a built-in kernel's source as it is now (None for a kernel no longer built in)."""
+    from autotune.kernels import UnknownKernel, get_kernel
+    from search_spaces.fingerprint import source_hash
+
+    try:
+        return source_hash(get_kernel(kernel).source_text())
+    except UnknownKernel:
+        return None
+
+
+def _earlier_source(cache: Cache, session: dict[str, Any]) -> bool:
+    """Whether the session measured another version of its kernel's source than the present one,
+    so that re-running it (`--again`) may give other figures."""
+    record = cache.get_space(session["space_fingerprint"])
+    present = present_source_hash(session["kernel"])
+    return record is not None and present is not None and record.source_hash != present

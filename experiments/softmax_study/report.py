@@ -20,6 +20,7 @@ SMALL_BYTES = 16 * 2**20  # under this a call is launch-bound: read microseconds
 # 0.2-0.3% (1% leaves margin); launch-bound ones (CUDA-graph timed, microseconds) by about 3% CV.
 BANDWIDTH_BOUND_NOISE = 0.01
 LAUNCH_BOUND_NOISE = 0.05
+EARLIER_SOURCE_MARK = " †"  # after a method measured on an earlier version of its kernel
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
@@ -137,6 +138,7 @@ def _shape_section(result: ShapeResult) -> list[str]:
     winner = result.winner()
     for row in sorted(result.rows, key=lambda r: r.median_ms):
         name = f"**{row.method}**" if row is winner else row.method
+        name += EARLIER_SOURCE_MARK if row.earlier_source else ""
         spread = f"{row.min_ms * 1e3:.1f}–{row.max_ms * 1e3:.1f}" if row.min_ms and row.max_ms else "-"
         share = f"{100 * result.copy_ms / row.median_ms:.0f}%" if result.copy_ms else "-"
         floor = f"{row.median_ms / result.copy_ms:.2f}" if result.copy_ms else "-"
@@ -145,6 +147,9 @@ def _shape_section(result: ShapeResult) -> list[str]:
                      f"{_seconds(row.tuning_wall_s)} | {row.configs or '-'} | "
                      f"{row.session_id or '-'} |")
     lines += ["", tuning_cost_line(result)]
+    if any(row.earlier_source for row in result.rows):
+        lines += ["", f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier version of the kernel's source than the "
+                      "present one; `--methods ... --again` measures it anew."]
     best = result.best_tuned()
     if best and best.timeline:
         lines += ["", f"Timeline of {best.method} (session {best.session_id}):", "", "```"]
@@ -173,5 +178,6 @@ def as_json(results: list[ShapeResult]) -> list[dict[str, Any]]:
                        "gbps": _gbps(r, row.median_ms), "rel_error": row.rel_error, "session": row.session_id,
                        "kernel": row.kernel, "config": row.native, "tuning_wall_s": row.tuning_wall_s,
                        "search_s": row.search_s,
-                       "configs": row.configs, "tuned": row.tuned} for row in r.rows]}
+                       "configs": row.configs, "tuned": row.tuned, "earlier_source": row.earlier_source}
+                      for row in r.rows]}
             for r in results]
