@@ -280,3 +280,50 @@ def test_a_database_without_the_study_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "no seed_study sessions for bfloat16" in err
     assert not (tmp_path / "r").exists()
+
+
+# -- what-if: rule variants scored on the recorded grids ----------------------------------------
+def _whatif(study_db: Path, values: dict) -> dict:
+    from experiments.seed_study.whatif import compare
+
+    return {c.cell: c for c in compare(study_db, "bfloat16", values)}
+
+
+def test_the_present_rule_replays_to_its_recorded_seeds(study_db):
+    found = _whatif(study_db, {})
+    assert list(found) == [f"{k} {s} bfloat16" for k, s in FIXTURE]
+    for (kernel, shape), times in FIXTURE.items():
+        row = found[f"{kernel} {shape} bfloat16"]
+        assert row.variant == row.present
+        if times["seed"] is None:
+            assert row.variant is None and row.variant_status == "declined"
+        else:
+            assert row.variant_ms == row.present_ms == times["seed"]
+
+
+def test_a_variant_seed_inside_the_grid_gets_the_grids_time_and_one_outside_is_said_so(study_db):
+    smaller_k = _whatif(study_db, {"K_BLOCK_BANDS": (16,)})
+    moved = smaller_k["matmul-rmsnorm 256x128x512 bfloat16"]
+    assert moved.present == (64, 32, 8, 3) and moved.variant == (64, 16, 8, 3)
+    assert moved.variant_ms == FIXTURE["matmul-rmsnorm", "256x128x512"]["other"]  # a grid point's recorded time
+    kept = smaller_k["matmul-layernorm 128x64x1024 bfloat16"]
+    assert kept.variant == kept.present and kept.variant_ms == 1.0
+    wider = _whatif(study_db, {"WARPS_SMALL": 16, "WARPS_LARGE": 16})
+    outside = wider["matmul-softmax 256x128x256 bfloat16"]
+    assert outside.variant == (64, 32, 16, 3) and outside.variant_ms is None
+    assert outside.variant_status == "outside the grid"
+
+
+def test_the_whatif_script_prints_its_table_and_refuses_bad_constants(study_db, capsys):
+    from experiments.seed_study.whatif import main
+
+    assert main(["--db", str(study_db), "--dtype", "bfloat16", "--set", "K_BLOCK_BANDS=16"]) == 0
+    out = capsys.readouterr().out
+    assert "K_BLOCK_BANDS=(16,)" in out and "the variant changes the seed in 2" in out
+    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 64, K 32, 8 warps, 3 stages | 0.5000 | " \
+           "M 64, K 16, 8 warps, 3 stages | 0.4900 |" in out
+    for bad, words in (("NAME=x", "one of the rule's constants"), ("K_BLOCK_BANDS=a", "not a value of that type"),
+                       ("STAGED_SMEM_FRACTION", "expected NAME=VALUE")):
+        assert main(["--db", str(study_db), "--set", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, err
