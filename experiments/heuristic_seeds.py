@@ -8,7 +8,8 @@ torch.compile baselines.  Results go to a
 Markdown table (and JSON) under --out, rewritten after every kernel and shape so a cut-short
 run keeps what it measured, and rows of earlier runs for other kernels or shapes are kept (so
 the experiment can be run in parts); with --db every evaluation is also recorded as a session
-(its options hold the rule analysis and each config's labels).  `experiments/seed_study` runs
+(its options hold the rule analysis and each config's labels), each as it arrives, and measuring
+the same plan again resumes a session that was cut short.  `experiments/seed_study` runs
 seed 004's cells through the same plan, measurement and recording.
 
     python -m experiments.heuristic_seeds --dry-run            # what would be measured (CPU is fine)
@@ -122,49 +123,43 @@ def measure(item: dict[str, Any], args: argparse.Namespace, *, tags: Any = None,
     """One evaluator for one kernel and shape: configs, then baselines; optionally recorded.
 
     `tags` becomes the session's `options["experiment"]` (default "heuristic_seeds");
-    `evaluator` replaces the GPU evaluator (tests give a fake one)."""
+    `evaluator` replaces the GPU evaluator (tests give a fake one).  With `args.db` every
+    result is recorded as it arrives, and a run of the same plan that was cut short is
+    resumed: only the configs it had not measured are evaluated (see `seed_sessions`)."""
+    from experiments.seed_sessions import SeedSessionRecorder
+
     task = item["task"]
     unique = {c.key: c for _, c, _ in item["candidates"] if c is not None}
     started = time.time()
-    if evaluator is None:
-        from autotune.evaluators.gpu import GPUEvaluator
-
-        evaluator = GPUEvaluator(task.spec.name, task.shape, task.dtype, device_name=task.identity.device,
-                                 compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout)
-    try:
-        results = {r.key: r for r in evaluator.evaluate(list(unique.values()))}
-        baselines = evaluator.baselines()
-    finally:
-        evaluator.close()
+    recorder = None
     if args.db:
-        _record(args.db, item, unique, results, baselines, "heuristic_seeds" if tags is None else tags)
-    return {"results": results, "baselines": baselines, "wall_s": time.time() - started}
-
-
-def _record(db: str, item: dict[str, Any], unique: dict[str, Any], results: dict[str, Any],
-            baselines: dict[str, Any], tags: Any) -> None:
-    from autotune.cache import Cache
-
-    task = item["task"]
-    cache = Cache.open(db, create=True)
+        options = {"experiment": "heuristic_seeds" if tags is None else tags,
+                   "heuristics": item["analysis"].to_record(), "labels": session_labels(item),
+                   "invalid": {label: note for label, c, note in item["candidates"] if c is None}}
+        recorder = SeedSessionRecorder.open(args.db, task, unique, options)
     try:
-        cache.put_space(task.identity)
-        session = cache.start_session(
-            kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy="experiment", seed=0,
-            budget=len(unique), seconds=None, fingerprint=task.fingerprint, device=task.identity.device,
-            versions=task.identity.versions, mode="gpu",
-            options={"experiment": tags, "heuristics": item["analysis"].to_record(), "labels": session_labels(item),
-                     "invalid": {label: note for label, c, note in item["candidates"] if c is None}})
-        for ordinal, (key, candidate) in enumerate(unique.items()):
-            if key in results:
-                cache.record_alias(task.fingerprint, candidate.params, candidate)
-                cache.record(session, task.fingerprint, 0, ordinal, candidate, results[key])
-        for name, result in baselines.items():
-            cache.record_baseline(session, task.fingerprint, name, result)
-        best = min((r for r in results.values() if r.ok), key=lambda r: r.objective, default=None)
-        cache.end_session(session, "completed", best.key if best else None)
+        results = dict(recorder.recorded) if recorder else {}
+        todo = [candidate for key, candidate in unique.items() if key not in results]
+        if evaluator is None:
+            from autotune.evaluators.gpu import GPUEvaluator
+
+            evaluator = GPUEvaluator(task.spec.name, task.shape, task.dtype, device_name=task.identity.device,
+                                     compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout)
+        try:
+            for result in evaluator.evaluate(todo):
+                results[result.key] = result
+                if recorder:
+                    recorder.record(result)
+            baselines = evaluator.baselines()
+        finally:
+            evaluator.close()
+        if recorder:
+            recorder.finish(results, baselines)
     finally:
-        cache.close()
+        if recorder:
+            recorder.close()
+    return {"results": results, "baselines": baselines, "wall_s": time.time() - started,
+            "resumed": len(recorder.recorded) if recorder else 0}
 
 
 def _ms(result: Any) -> float | None:

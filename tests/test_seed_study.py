@@ -249,6 +249,51 @@ def test_runner_skips_recorded_cells_and_survives_a_failing_one(study_db, tmp_pa
     assert len(calls) == 25
 
 
+class _DiesAfter(FakeEvaluator):
+    """A fake whose run is cut short after `limit` results (as a time limit or a lost machine would)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(lambda params: 0.5 if params["num_warps"] == 4 else 0.7, baselines={"torch": 1.0})
+        self.limit = limit
+
+    def evaluate(self, candidates):
+        for count, result in enumerate(super().evaluate(candidates)):
+            if count == self.limit:
+                raise KeyboardInterrupt("cut short")
+            yield result
+
+
+def test_a_cell_cut_short_keeps_its_results_and_resumes_with_the_rest(tmp_path):
+    runner, d = _modules()
+    db = tmp_path / "cut.db"
+    job = runner.CellJob(d.Cell("matmul-rmsnorm", "256x128x512", "bfloat16", "fixture-regime", "fixture table"))
+    total = len({c.key for _, c, _ in job.plan("meta")["candidates"] if c is not None})
+    with pytest.raises(KeyboardInterrupt):
+        job(db, device="meta", evaluator=_DiesAfter(limit=7))
+    cache = Cache.open(db)
+    try:
+        (cut,) = cache.sessions()
+        assert cut["ended"] is None and cut["evaluations"] == 7  # each result was written as it came
+    finally:
+        cache.close()
+    assert job.name not in runner.recorded_cells(db, "bfloat16")  # an unfinished cell is not reported
+
+    second = _DiesAfter(limit=10**6)
+    summary = job(db, device="meta", evaluator=second)
+    assert summary["resumed"] == 7 and summary["configs"] == total
+    assert len(second.calls) == total - 7  # only what the first run had not measured
+    cache = Cache.open(db)
+    try:
+        (done,) = cache.sessions()  # the same session, now finished
+        assert done["id"] == cut["id"] and done["ended"] is not None and done["evaluations"] == total
+        assert set(cache.baselines(session_id=done["id"])) == {"torch"}
+    finally:
+        cache.close()
+    assert job.name in runner.recorded_cells(db, "bfloat16")
+    # A finished cell measured again (--again) is a new session, not a resumption.
+    assert job(db, device="meta", evaluator=_DiesAfter(limit=10**6))["resumed"] == 0
+
+
 def test_jobs_unpickle_where_the_private_module_does_not_exist(tmp_path):
     """Dask workers import nothing of the study: its jobs must travel by value."""
     cloudpickle = pytest.importorskip("cloudpickle")

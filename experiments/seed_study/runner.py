@@ -5,7 +5,8 @@ gigabytes), plans with `experiments.heuristic_seeds` (default, rule seeds, Helio
 seeds, the grid) and measures and records with it, tagging the session with the study and
 the cell.  A job is a picklable callable of a database path (what
 `autotune.distributed.jobs.run_jobs` spreads over GPUs).  Cells already recorded are skipped
-unless `--again`, so a study cut short is continued by running the same command again.
+unless `--again`, so a study cut short is continued by running the same command again; a cell
+cut short keeps every config it measured and, run again, measures only the rest.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class CellJob:
         measured = hs.measure(item, settings, tags=self.tags(item), evaluator=evaluator)
         results = measured["results"]
         return {"configs": len(results), "ok": sum(r.ok for r in results.values()),
-                "wall_s": round(measured["wall_s"], 1)}
+                "resumed": measured["resumed"], "wall_s": round(measured["wall_s"], 1)}
 
 
 def select_cells(options: ExperimentOptions) -> list[d.Cell]:
