@@ -23,7 +23,9 @@ from heuristics.device import H100, DeviceLimits
 from heuristics.rules import Declined
 
 M, K = 4096, 512
+ROWS = 131072  # the M of the checked facts: enough rows that the occupancy step never bites
 CAP = math.floor(H100.smem_per_block * me.STAGED_SMEM_FRACTION)
+WIDE_CAP = math.floor(H100.smem_per_block * me.WIDE_K_SMEM_FRACTION)
 
 
 def footprint(stages: int, k_block: int, m_block: int, n: int, itemsize: int) -> int:
@@ -48,9 +50,25 @@ def bound(request):
     return task, analyse(task, device=H100).facts
 
 
-def rule_at(bound, n: int, device: DeviceLimits = H100):
+def expected_warps(m: int, n: int) -> int:
+    n_pad = 2 ** math.ceil(math.log2(n))
+    return 4 if m * n_pad <= me.WARPS_RAMP_ELEMENTS else 8
+
+
+def expected_band(n: int, itemsize: int, m: int) -> tuple[int, int] | None:
+    """(K_BLOCK, stages): the wide K_BLOCK 64 at 3 stages for 16-bit operands at 8 warps when it
+    fits its higher cap, else K_BLOCK 32 then 16 at 3 stages, then fewer stages at 16."""
+    if itemsize == 2 and expected_warps(m, n) == 8 and footprint(3, 64, m, n, itemsize) <= WIDE_CAP:
+        return 64, 3
+    for k_block, stages in ((32, 3), (16, 3), (16, 2), (16, 1)):
+        if footprint(stages, k_block, m, n, itemsize) <= CAP:
+            return k_block, stages
+    return None
+
+
+def rule_at(bound, n: int, device: DeviceLimits = H100, m: int = ROWS):
     task, facts = bound
-    matmul = dataclasses.replace(facts.epilogue.matmul, n=n)
+    matmul = dataclasses.replace(facts.epilogue.matmul, n=n, m=m)
     epilogue = dataclasses.replace(facts.epilogue, matmul=matmul,
                                    reduction=dataclasses.replace(facts.epilogue.reduction, extent=n))
     return me.emit(dataclasses.replace(facts, epilogue=epilogue), task.space, device)
@@ -90,9 +108,46 @@ def test_below_the_cap_the_seed_is_the_largest_band(bound):
     n = boundaries(itemsize)["k_drops"] // 2
     (seed,) = rule_at(bound, n)
     p = seed.params
-    assert p["block_sizes[0]"] == expected_m_block(n, itemsize)
-    assert (p["block_sizes[1]"], p["num_stages"]) == (32, 3)
-    assert footprint(3, 32, p["block_sizes[0]"], n, itemsize) <= CAP
+    m = expected_m_block(n, itemsize)
+    assert p["block_sizes[0]"] == m
+    assert footprint(3, 32, m, n, itemsize) <= CAP
+    if itemsize == 2 and expected_warps(m, n) == 8:  # fp16 at N = 512: the wide band fits its cap
+        assert footprint(3, 64, m, n, itemsize) <= WIDE_CAP
+        assert (p["block_sizes[1]"], p["num_stages"], seed.constants["staged_cap"]) == (64, 3, WIDE_CAP)
+    else:
+        assert (p["block_sizes[1]"], p["num_stages"]) == (32, 3)
+
+
+def test_the_wide_k_band_only_at_eight_warps_with_sixteen_bit_operands(bound):
+    itemsize = itemsize_of(bound)
+    for n in (256, 512, 1024):
+        (seed,) = rule_at(bound, n)
+        p = seed.params
+        m = expected_m_block(n, itemsize)
+        wide = itemsize == 2 and expected_warps(m, n) == 8 and footprint(3, 64, m, n, itemsize) <= WIDE_CAP
+        assert (p["block_sizes[1]"] == 64) == wide, n
+    if itemsize == 2:  # N = 256: 4 warps, no wide band; N = 1024: over even the higher cap
+        assert footprint(3, 64, 64, 256, itemsize) <= CAP  # N = 256 would fit even the lower cap: warps decide
+        assert footprint(3, 64, 64, 512, itemsize) > CAP  # N = 512 needs the higher cap
+        assert [rule_at(bound, n)[0].params["block_sizes[1]"] for n in (256, 512, 1024)] == [32, 64, 16]
+
+
+def test_short_matrices_get_a_smaller_m_block_to_fill_the_sms(bound):
+    """M_BLOCK halves while the grid gives fewer than MIN_PROGRAMS_PER_SM programs per SM."""
+    itemsize = itemsize_of(bound)
+    n = 256
+    m_block = expected_m_block(n, itemsize)
+    wanted = me.MIN_PROGRAMS_PER_SM * H100.sm_count
+    enough = math.ceil(wanted) * m_block  # exactly enough rows for the budget's M_BLOCK
+    assert rule_at(bound, n, m=enough)[0].params["block_sizes[0]"] == m_block
+    assert math.ceil((enough - m_block) / m_block) < wanted
+    assert rule_at(bound, n, m=enough - m_block)[0].params["block_sizes[0]"] == m_block // 2
+    for rows in (512, 1024):  # the study's square cells: down to the floor
+        (seed,) = rule_at(bound, n, m=rows)
+        assert seed.params["block_sizes[0]"] == me.MIN_M_BLOCK_FOR_OCCUPANCY
+        assert seed.constants["sm_count"] == H100.sm_count
+    small = DeviceLimits("few SMs", smem_per_block=H100.smem_per_block, sm_count=8, source="test")
+    assert rule_at(bound, n, small, m=1024)[0].params["block_sizes[0]"] == m_block  # 8 SMs are full
 
 
 def test_where_the_cap_starts_to_bite_k_block_drops_first(bound):
@@ -134,16 +189,17 @@ def test_every_seed_fits_and_is_the_largest_fitting_band(bound, n):
     p = seed.params
     k_block, stages = p["block_sizes[1]"], p["num_stages"]
     assert p["block_sizes[0]"] == m
-    assert footprint(stages, k_block, m, n, itemsize) <= CAP
+    assert (k_block, stages) == expected_band(n, itemsize, m)
+    cap = WIDE_CAP if k_block == 64 else CAP
+    assert footprint(stages, k_block, m, n, itemsize) <= cap
     if k_block == 16:  # K_BLOCK dropped: 32 at the most stages did not fit
         assert footprint(3, 32, m, n, itemsize) > CAP
     if stages < 3:  # stages dropped only at the smallest K_BLOCK, and one more would not fit
         assert k_block == 16 and footprint(stages + 1, 16, m, n, itemsize) > CAP
-    n_pad = 2 ** math.ceil(math.log2(n))
-    assert p["num_warps"] == (4 if m * n_pad <= me.WARPS_RAMP_ELEMENTS else 8)
+    assert p["num_warps"] == expected_warps(m, n)
     assert task.space.violations(p) == []
     task.candidate(p)  # Helion accepts it
-    assert seed.rule == me.NAME and seed.facts and seed.constants["staged_cap"] == CAP
+    assert seed.rule == me.NAME and seed.facts and seed.constants["staged_cap"] == cap
 
 
 def test_the_cap_follows_the_device(bound):

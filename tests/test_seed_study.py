@@ -123,7 +123,7 @@ def test_rows_hold_the_recorded_times_and_ratios(report_dir):
     assert rms["seed_vs_default"] == pytest.approx(4.0) and rms["seed_vs_grid_best"] == pytest.approx(0.98)
     assert rms["seed_vs_torch_compile"] == pytest.approx(0.5) and rms["seed_vs_torch"] == pytest.approx(2.0)
     assert rms["seed_vs_helion_seed"] == pytest.approx(0.98)  # Helion's seed is a grid point (0.49 ms)
-    assert rms["seed_label"] == "seed 1: matmul_epilogue_resident" and rms["seed_tiles"].startswith("M 64, K 32")
+    assert rms["seed_label"] == "seed 1: matmul_epilogue_resident" and rms["seed_tiles"].startswith("M 16, K 32")  # 256 rows: M_BLOCK 16 fills more SMs
     assert rms["regime"] == "fixture-regime" and not rms["rescue"] and not rms["infeasible"]
     ln = cells["matmul-layernorm 128x64x1024 bfloat16"]
     assert ln["rescue"] and ln["default"] == {"ms": None, "status": "out_of_resources"}
@@ -349,13 +349,13 @@ def test_the_present_rule_replays_to_its_recorded_seeds(study_db):
 def test_a_variant_seed_inside_the_grid_gets_the_grids_time_and_one_outside_is_said_so(study_db):
     smaller_k = _whatif(study_db, {"K_BLOCK_BANDS": (16,)})
     moved = smaller_k["matmul-rmsnorm 256x128x512 bfloat16"]
-    assert moved.present == (64, 32, 8, 3) and moved.variant == (64, 16, 8, 3)
+    assert moved.present == (16, 32, 4, 3) and moved.variant == (16, 16, 4, 3)
     assert moved.variant_ms == FIXTURE["matmul-rmsnorm", "256x128x512"]["other"]  # a grid point's recorded time
     kept = smaller_k["matmul-layernorm 128x64x1024 bfloat16"]
     assert kept.variant == kept.present and kept.variant_ms == 1.0
     wider = _whatif(study_db, {"WARPS_SMALL": 16, "WARPS_LARGE": 16})
     outside = wider["matmul-softmax 256x128x256 bfloat16"]
-    assert outside.variant == (64, 32, 16, 3) and outside.variant_ms is None
+    assert outside.variant == (16, 64, 16, 3) and outside.variant_ms is None  # WARPS_LARGE: the wide K band
     assert outside.variant_status == "outside the grid"
 
 
@@ -365,8 +365,8 @@ def test_the_whatif_script_prints_its_table_and_refuses_bad_constants(study_db, 
     assert main(["--db", str(study_db), "--dtype", "bfloat16", "--set", "K_BLOCK_BANDS=16"]) == 0
     out = capsys.readouterr().out
     assert "K_BLOCK_BANDS=(16,)" in out and "the variant changes the seed in 2" in out
-    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 64, K 32, 8 warps, 3 stages | 0.5000 | " \
-           "M 64, K 16, 8 warps, 3 stages | 0.4900 |" in out
+    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 16, K 32, 4 warps, 3 stages | 0.5000 | " \
+           "M 16, K 16, 4 warps, 3 stages | 0.4900 |" in out
     for bad, words in (("NAME=x", "one of the rule's constants"), ("K_BLOCK_BANDS=a", "not a value of that type"),
                        ("STAGED_SMEM_FRACTION", "expected NAME=VALUE")):
         assert main(["--db", str(study_db), "--set", bad]) == 2
