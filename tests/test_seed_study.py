@@ -372,3 +372,24 @@ def test_the_whatif_script_prints_its_table_and_refuses_bad_constants(study_db, 
         assert main(["--db", str(study_db), "--set", bad]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err, err
+
+
+def test_the_report_scores_the_rule_as_checked_out_when_it_changed_since_recording(study_db, tmp_path, monkeypatch):
+    from heuristics import matmul_epilogue as rule
+
+    def report(out: Path) -> str:
+        code = cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(study_db), "--out", str(out),
+                         "--dtype", "bfloat16"])
+        assert code == 0
+        return (out / "README.md").read_text()
+
+    assert "rule as checked out" not in report(tmp_path / "same")  # recorded with this very rule
+    monkeypatch.setattr(rule, "K_BLOCK_BANDS", (16,))  # the rule "changed" after the cells were recorded
+    text = report(tmp_path / "changed")
+    assert "## The rule as checked out, on the recorded grids" in text
+    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 16, K 32, 4 warps, 3 stages | 0.5000 | " \
+           "M 16, K 16, 4 warps, 3 stages | 0.4900 |" in text
+    # rmsnorm: default 2.0 / 0.49; softmax: 0.3 / its grid's 0.6; the rescue cell has no timed default
+    assert "seed/default, geometric mean over the 2 cells where both were timed: " \
+           f"{math.sqrt(2.0 / 0.49 * 0.3 / 0.6):.2f}x" in text
+    assert "slower than the default: 1 (matmul-softmax 256x128x256 bfloat16)" in text

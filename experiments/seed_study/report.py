@@ -39,8 +39,9 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     }
     computed = targets.compute(results)
     missing = [c.name for c in selected if c.name not in {r.cell.name for r in results}]
+    present_rule = present_rule_section(options, results)
     path = options.out / "README.md"
-    path.write_text(render(results, computed, missing, options, figures))
+    path.write_text(render(results, computed, missing, options, figures) + present_rule)
     (options.out / "results.json").write_text(json.dumps(as_json(results, computed), indent=1))
     console.print("\n".join(computed.lines()))
     return path
@@ -103,6 +104,27 @@ def render(results: list[CellResult], computed: targets.Targets, missing: list[s
         out += [f"Not recorded yet ({len(missing)}): {', '.join(missing)}.", ""]
     for name, path in figures.items():
         out += [f"![{name}]({path.name})", ""]
+    return "\n".join(out) + "\n"
+
+
+def present_rule_section(options: ExperimentOptions, results: list[CellResult]) -> str:
+    """The rule as checked out, scored on the recorded grids: a cell recorded before the rule
+    last changed measured an older seed, and the present one is usually one of its grid points."""
+    from . import whatif
+
+    comparisons = [c for c in whatif.compare(options.db, options.dtype, {})
+                   if not options.shapes or c.cell in {r.cell.name for r in results}]
+    changed = [c for c in comparisons if c.variant != c.present]
+    if not changed:
+        return ""
+    default_ms = {r.cell.name: r.default.ms for r in results}
+    out = ["## The rule as checked out, on the recorded grids", "",
+           f"The rule's seed in {len(changed)} of these {len(comparisons)} cells is not the one recorded (the cells "
+           "were measured before the rule last changed). Its seed's time below is the recorded time of the same "
+           "tiles in the cell's grid; a seed outside the grid says so (a new run times it). Made by "
+           "`python -m experiments.seed_study.whatif`, which also scores variants of the rule's constants.", ""]
+    out += whatif.table(comparisons, ("recorded seed", "seed of the rule as checked out")) + [""]
+    out += [f"- {line}" for line in whatif.summary(comparisons, ("recorded rule", "rule as checked out"))[1:] + whatif.against_default(comparisons, default_ms)]
     return "\n".join(out) + "\n"
 
 

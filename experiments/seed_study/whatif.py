@@ -154,7 +154,7 @@ def _present_tiles(text: str) -> Tiles | None:
     return m, k, warps, stages
 
 
-def summary(comparisons: list[Comparison]) -> list[str]:
+def summary(comparisons: list[Comparison], names: tuple[str, str] = ("present rule", "variant")) -> list[str]:
     both = [c for c in comparisons if c.present_ms and c.variant_ms]
     changed = [c for c in comparisons if c.variant != c.present]
     ratio = targets.geomean([c.present_ms / c.variant_ms for c in both])
@@ -162,25 +162,40 @@ def summary(comparisons: list[Comparison]) -> list[str]:
     near_present = sum(1 for c in comparisons if c.grid_ms and c.present_ms and c.present_ms <= 1.05 * c.grid_ms)
     outside = [c.cell for c in comparisons if c.variant_status == "outside the grid"]
     lines = [f"cells: {len(comparisons)}; the variant changes the seed in {len(changed)}",
-             f"present seed time / variant seed time, geometric mean over the {len(both)} cells where both were "
-             f"measured: {ratio:.3f}x (> 1: the variant is faster)" if ratio else "no cell where both were measured",
-             f"within 5% of grid-best: present rule {near_present}/{len(comparisons)}, variant {near}/{len(comparisons)}"]
+             f"{names[0]}'s seed time / {names[1]}'s seed time, geometric mean over the {len(both)} cells where "
+             f"both were measured: {ratio:.3f}x (> 1: the {names[1]} is faster)" if ratio
+             else "no cell where both were measured",
+             f"within 5% of grid-best: {names[0]} {near_present}/{len(comparisons)}, {names[1]} {near}/{len(comparisons)}"]
     if outside:
         lines.append(f"variant seeds outside the recorded grid (a GPU run would time them): {', '.join(outside)}")
     return lines
 
 
-def table(comparisons: list[Comparison]) -> list[str]:
+def table(comparisons: list[Comparison], names: tuple[str, str] = ("present seed", "variant seed")) -> list[str]:
     def tiles(t: Tiles | None) -> str:
         return "declines" if t is None else f"M {t[0]}, K {t[1]}, {t[2]} warps, {t[3]} stages"
 
     def ms(value: float | None, status: str = "ok") -> str:
         return f"{value:.4f}" if value is not None else status
 
-    lines = ["| cell | present seed | ms | variant seed | ms | grid-best ms |", "|---|---|---|---|---|---|"]
+    lines = [f"| cell | {names[0]} | ms | {names[1]} | ms | grid-best ms |", "|---|---|---|---|---|---|"]
     lines += [f"| {c.cell} | {tiles(c.present)} | {ms(c.present_ms, '-')} | {tiles(c.variant)} | "
               f"{ms(c.variant_ms, c.variant_status)} | {ms(c.grid_ms, '-')} |" for c in comparisons]
     return lines
+
+
+def against_default(comparisons: list[Comparison], default_ms: dict[str, float | None]) -> list[str]:
+    """The study's targets for the variant's seeds, from their recorded times: seed/default and
+    the cells where the seed is slower than the default (cells whose variant seed was timed)."""
+    pairs = [(c.cell, default_ms.get(c.cell), c.variant_ms) for c in comparisons]
+    both = [(cell, default, seed) for cell, default, seed in pairs if default and seed]
+    ratio = targets.geomean([default / seed for _, default, seed in both])
+    slower = [cell for cell, default, seed in both if seed > default]
+    if ratio is None:
+        return ["no cell where both the default and the variant's seed were timed"]
+    return [f"seed/default, geometric mean over the {len(both)} cells where both were timed: {ratio:.2f}x",
+            f"cells where the seed is slower than the default: {len(slower)}"
+            + (f" ({', '.join(slower)})" if slower else "")]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
