@@ -3,7 +3,10 @@
 The same generation of Helion softmax configs (random strategy, fixed seed; 4096x32000
 float16 by default) is evaluated through `DistributedEvaluator` on a local Dask cluster of
 one GPU worker, then of two.  Each worker compiles with the same number of processes in
-both runs, so the ratio measures what a second GPU adds.  Start-up is not counted: the
+both runs, so the ratio measures what a second GPU adds.  The batch size is the
+evaluator's automatic one, two batches per worker (so 32 configs a batch on one GPU and
+16 on two, for 64): within a batch a worker compiles while it times, so a large batch
+hides its slowest compile; the report gives the batches of each run.  Start-up is not counted: the
 workers bind the kernel and boot their processes while they time the reference config (the
 calibration), and the clock starts after that.  The report gives configs per second on
 each, their ratio, and the calibration spread between the two GPUs (slowest/fastest median
@@ -48,6 +51,12 @@ class Run:
     ok: int
     wall_s: float
     calibration: dict[str, float] = field(default_factory=dict)  # worker -> reference median ms
+    batches: tuple[int, ...] = ()  # the sizes of the Dask tasks the generation was cut into
+
+    @property
+    def batches_text(self) -> str:
+        sizes = sorted(set(self.batches), reverse=True)
+        return " + ".join(f"{self.batches.count(size)} x {size}" for size in sizes) or "-"
 
     @property
     def configs_per_s(self) -> float:
@@ -62,7 +71,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--shape", default="4096x32000")
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--compile-workers", type=int, default=None,
-                        help="compile processes per GPU worker (default: this machine's cores, less one, halved)")
+                        help="compile processes per GPU worker (default: this machine's cores halved, less two: "
+                             "one for the worker's benchmark process, one for the worker itself)")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="where the Markdown report goes")
     args = parser.parse_args(argv)
     if args.configs < 64:
@@ -101,11 +111,13 @@ def worker_environments(devices: Sequence[str], gpus: int, cache_root: Path) -> 
             for i, device in enumerate(devices[:gpus])}
 
 
-def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, batch_size: int) -> Run:
-    """Calibrate (and so warm up) every worker, then time the generation."""
+def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, batch_size: int | None = None) -> Run:
+    """Calibrate (and so warm up) every worker, then time the generation (batch_size None:
+    the evaluator's automatic batches)."""
     from autotune.distributed.evaluator import distributed_evaluator
 
     evaluator = distributed_evaluator(client, factory, reference=reference, batch_size=batch_size)
+    batches = tuple(len(batch) for batch in evaluator.batches(candidates))
     try:
         started = time.perf_counter()
         results = list(evaluator.evaluate(candidates))
@@ -113,7 +125,7 @@ def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, ba
     finally:
         evaluator.close()
     return Run(gpus=len(client.nthreads()), configs=len(results), ok=sum(r.ok for r in results), wall_s=wall_s,
-               calibration={worker: r.median_ms for worker, r in evaluator.calibration.items()})
+               calibration={worker: r.median_ms for worker, r in evaluator.calibration.items()}, batches=batches)
 
 
 def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_workers: int, device: str) -> str:
@@ -122,9 +134,12 @@ def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_worker
         "# Evaluation spread over GPUs: throughput", "",
         f"One generation of {one.configs} Helion softmax configs ({shape} {dtype}, random strategy, seed {seed}) "
         f"evaluated through `DistributedEvaluator` on {device}; {compile_workers} compile processes per GPU worker, "
-        "start-up not counted; each run compiles into its own empty Triton cache.", "",
-        "| GPUs | configs | ok | wall s | configs/s |", "| --- | --- | --- | --- | --- |",
-        *(f"| {r.gpus} | {r.configs} | {r.ok} | {r.wall_s:.1f} | {r.configs_per_s:.2f} |" for r in runs), "",
+        "the generation cut into the batches (Dask tasks) below, two per GPU worker unless asked otherwise, in each "
+        "of which compiling overlaps timing; start-up not counted; "
+        "each run compiles into its own empty Triton cache.", "",
+        "| GPUs | configs | ok | wall s | configs/s | batches |", "| --- | --- | --- | --- | --- | --- |",
+        *(f"| {r.gpus} | {r.configs} | {r.ok} | {r.wall_s:.1f} | {r.configs_per_s:.2f} | {r.batches_text} |"
+          for r in runs), "",
         f"Throughput ratio ({two.gpus} GPUs / {one.gpus} GPU): **{two.configs_per_s / one.configs_per_s:.2f}x**.", "",
     ]
     medians = two.calibration
@@ -151,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from autotune.distributed.cluster import start_local_cluster
     from autotune.distributed.factories import GPUEvaluatorFactory
+    from autotune.evaluators.gpu import default_compile_workers
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.task import bind_live
 
@@ -158,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shape, dtype = parse_shape(args.shape, spec.rank), parse_dtype(args.dtype, spec.dtypes)
     task = bind_live(spec, shape, dtype, "cuda", seed=args.seed)
     candidates = generation(task, args.configs, args.seed)
-    compile_workers = args.compile_workers or max(1, ((os.cpu_count() or 2) - 1) // 2)
+    compile_workers = args.compile_workers or default_compile_workers((os.cpu_count() or 2) // 2)
     factory = GPUEvaluatorFactory(spec.name, tuple(shape), task.dtype, device_name=task.identity.device,
                                   compile_workers=compile_workers, seed=args.seed)
     runs = []
@@ -169,8 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             client = Client(cluster)
             try:
                 client.wait_for_workers(gpus, timeout=120)
-                runs.append(measure(client, factory, candidates, task.default_candidate(), compile_workers))
-                print(f"{gpus} GPU(s): {runs[-1].configs} configs in {runs[-1].wall_s:.1f} s", flush=True)
+                runs.append(measure(client, factory, candidates, task.default_candidate()))
+                print(f"{gpus} GPU(s): {runs[-1].configs} configs in {runs[-1].wall_s:.1f} s "
+                      f"(batches: {runs[-1].batches_text})", flush=True)
             finally:
                 client.close()
                 cluster.close()

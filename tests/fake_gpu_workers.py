@@ -2,39 +2,95 @@
 
 A candidate's native config says how its fake compile/run behaves: {"behaviour": "ok" |
 "compile_error" | "oor" | "hang_compile" | "hang_run" | "crash_compile" | "crash_run" | "nan",
-"ms": float}.  Spawned processes import this module by name, so it lives in tests/.
+"ms": float, and optionally "compile_s", "run_s", "bench_s": seconds each step sleeps}.
+
+With FAKE_GPU_LOG set (inherited by the spawned workers), every step that would use the GPU
+in a real worker (a compile worker's set-up and smoke run, a benchmark) appends one line
+"kind key start end" (time.monotonic(), which is system-wide on Linux) to that file, and
+so does each compile ("compile"), so tests can check what overlapped.  FAKE_GPU_SETUP_S
+makes each compile worker's set-up take that long.  Spawned processes import this module
+by name, so it lives in tests/.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
+
+
+def _log(kind: str, key: str, start: float) -> None:
+    path = os.environ.get("FAKE_GPU_LOG")
+    if path:
+        with open(path, "a") as log:  # one short append per line: lines from many processes stay whole
+            log.write(f"{kind} {key} {start!r} {time.monotonic()!r}\n")
+
+
+def _sleep(native: dict[str, Any], step: str) -> None:
+    seconds = float(native.get(step, 0.0))
+    if seconds:
+        time.sleep(seconds)
+
+
+def _set_up(conn) -> bool:
+    """The gated boot: 'booted', then the set-up once the parent grants it."""
+    conn.send(("booted",))
+    if conn.recv() is None:
+        return False
+    start = time.monotonic()
+    time.sleep(float(os.environ.get("FAKE_GPU_SETUP_S", "0")))
+    _log("setup", "-", start)
+    conn.send(("ready",))
+    return True
 
 
 def compile_target(conn, init) -> None:
-    conn.send(("ready",))
+    if not _set_up(conn):
+        return
     while True:
         message = conn.recv()
         if message is None:
             return
         key, native = message
-        behaviour = native.get("behaviour", "ok")
-        if behaviour == "hang_compile":
-            time.sleep(3600)
-        if behaviour == "crash_compile":
-            os._exit(7)
-        if behaviour in ("compile_error", "oor"):
-            text = "CompilationError: bad tile" if behaviour == "compile_error" else \
-                "OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448"
-            status = "compile_error" if behaviour == "compile_error" else "out_of_resources"
-            conn.send(("failed", key, status, text, 0.01))
+        if not _compile(conn, key, native):
             continue
-        conn.send(("compiled", key, 0.05))
-        if behaviour == "hang_run":
-            time.sleep(3600)
-        if behaviour == "crash_run":
-            os._exit(9)
-        conn.send(("ran", key))
+        grant = conn.recv()
+        if grant is None:
+            return
+        assert grant == ("run", key), grant
+        _run(conn, key, native)
+
+
+def _compile(conn, key: str, native: dict[str, Any]) -> bool:
+    behaviour = native.get("behaviour", "ok")
+    start = time.monotonic()
+    if behaviour == "hang_compile":
+        time.sleep(3600)
+    if behaviour == "crash_compile":
+        os._exit(7)
+    _sleep(native, "compile_s")
+    _log("compile", key, start)
+    if behaviour in ("compile_error", "oor"):
+        text = "CompilationError: bad tile" if behaviour == "compile_error" else \
+            "OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448"
+        status = "compile_error" if behaviour == "compile_error" else "out_of_resources"
+        conn.send(("failed", key, status, text, 0.01))
+        return False
+    conn.send(("compiled", key, 0.05))
+    return True
+
+
+def _run(conn, key: str, native: dict[str, Any]) -> None:
+    behaviour = native.get("behaviour", "ok")
+    start = time.monotonic()
+    if behaviour == "hang_run":
+        time.sleep(3600)
+    if behaviour == "crash_run":
+        _log("run", key, start)
+        os._exit(9)
+    _sleep(native, "run_s")
+    _log("run", key, start)
+    conn.send(("ran", key))
 
 
 def bench_target(conn, init) -> None:
@@ -44,6 +100,10 @@ def bench_target(conn, init) -> None:
         if message is None:
             return
         kind, key, payload = message
+        start = time.monotonic()
+        if kind == "config":
+            _sleep(payload, "bench_s")
+            _log("bench", key, start)
         if kind == "config" and payload.get("behaviour") == "nan":
             conn.send({"key": key, "status": "wrong_result", "error": "relative error inf over tolerance 0.005"})
         elif kind == "config":

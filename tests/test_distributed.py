@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from autotune.distributed.cluster import connect, parse_workers  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.factories import FakeEvaluatorFactory  # noqa: E402
 from autotune.distributed.jobs import run_jobs  # noqa: E402
+from autotune.distributed.stream import run_on_cluster  # noqa: E402
 from autotune.evaluators.fake import FakeEvaluator  # noqa: E402
 from autotune.session import Session, SessionSettings  # noqa: E402
 from autotune.strategies import get_strategy  # noqa: E402
@@ -90,7 +92,8 @@ def in_process(triton_task, tmp_path_factory):
 
 
 # -- (a) the same proposals whatever the number of workers, (d) where each row was measured --------
-@pytest.mark.parametrize("workers, batch_size", [("one_worker", 3), ("three_workers", 1)])
+@pytest.mark.parametrize("workers, batch_size", [("one_worker", 3), ("three_workers", 1), ("one_worker", None),
+                                                  ("three_workers", None)])  # None: automatic
 def test_same_proposals_and_rows_at_one_and_three_workers(workers, batch_size, in_process, triton_task, tmp_path,
                                                           request):
     client = request.getfixturevalue(workers)
@@ -111,6 +114,43 @@ def test_same_proposals_and_rows_at_one_and_three_workers(workers, batch_size, i
     assert {result.key for result in calibration.values()} == {triton_task.default_candidate().key}
     reference_ms = hashed_cost(triton_task.default_candidate().params)
     assert [result.median_ms for result in calibration.values()] == pytest.approx([reference_ms] * len(names))
+
+
+@pytest.mark.parametrize("workers, batch_size, sizes", [
+    ("one_worker", None, [5, 4]),  # two batches per worker, at most ceil(9 / 2) configs each
+    ("three_workers", None, [2, 2, 2, 1, 1, 1]),  # at most ceil(9 / 6)
+    ("three_workers", 4, [4, 4, 1]),  # an explicit size is kept
+])
+def test_the_automatic_batch_size_gives_two_batches_per_worker(workers, batch_size, sizes, triton_task, request,
+                                                               monkeypatch):
+    import autotune.distributed.evaluator as evaluator_module
+
+    submitted: list[list[int]] = []
+
+    def recording(client, fn, items, *extra, **options):
+        if fn is evaluator_module.on_worker.evaluate:
+            submitted.append([len(batch) for batch in items])
+        return run_on_cluster(client, fn, items, *extra, **options)
+
+    monkeypatch.setattr(evaluator_module, "run_on_cluster", recording)
+    evaluator = distributed_evaluator(request.getfixturevalue(workers), FakeEvaluatorFactory(hashed_cost),
+                                      batch_size=batch_size)
+    candidates = generation_of(triton_task, 9)
+    try:
+        results = list(evaluator.evaluate(candidates))
+    finally:
+        evaluator.close()
+    assert submitted == [sizes]
+    assert sorted(r.key for r in results) == sorted(c.key for c in candidates) and all(r.ok for r in results)
+    assert [c.key for batch in evaluator.batches(candidates) for c in batch] == [c.key for c in candidates]
+
+
+def test_batches_split_evenly():
+    from autotune.distributed.evaluator import split_evenly
+
+    assert [len(b) for b in split_evenly(list(range(64)), 4)] == [16] * 4
+    assert [len(b) for b in split_evenly(list(range(3)), 4)] == [1, 1, 1]
+    assert split_evenly([], 4) == []
 
 
 def test_the_final_re_timing_runs_on_one_worker(triton_task, three_workers, tmp_path):
@@ -163,8 +203,16 @@ def test_a_session_that_stops_early_leaves_nothing_in_flight(triton_task, three_
     first = next(stream)
     assert first.ok and first.measured_on
     stream.close()  # what the session does when its time budget runs out mid-generation
-    gc.collect()  # the yielded task's future sits in a reference cycle of Dask's until collected
-    assert not three_workers.futures  # the rest were cancelled, not left to run and be forgotten
+    # The rest were cancelled, not left to run and be forgotten.  A task that finished just as
+    # the stream closed is released asynchronously by Dask (and the yielded task's future sits in
+    # a reference cycle of Dask's until collected), so allow it a moment to go.
+    deadline = time.monotonic() + 5.0
+    while True:
+        gc.collect()
+        if not three_workers.futures or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not three_workers.futures
     evaluator.close()
 
 
@@ -397,12 +445,14 @@ def test_throughput_experiment_measures_and_reports(triton_task, one_worker, thr
     candidates = generation(triton_task, 8, seed=1)
     assert len({c.key for c in candidates}) == 8 == len(generation_of(triton_task, 8))
     factory = FakeEvaluatorFactory(hashed_cost, delay_s=0.02)
-    runs = [measure(client, factory, candidates, triton_task.default_candidate(), batch_size=2)
+    runs = [measure(client, factory, candidates, triton_task.default_candidate())
             for client in (one_worker, three_workers)]
     assert [(r.gpus, r.configs, r.ok) for r in runs] == [(1, 8, 8), (3, 8, 8)]
+    assert [r.batches for r in runs] == [(4, 4), (2, 2, 1, 1, 1, 1)]  # automatic: two batches per worker
     text = report(runs, shape="64x40000", dtype="float16", seed=1, compile_workers=2, device="cpu")
     assert "Throughput ratio (3 GPUs / 1 GPU)" in text and "Spread between the GPUs" in text
     assert "| 3 | 8 | 8 |" in text and "**1.000**" in text  # the fake times the reference alike everywhere
+    assert "| 2 x 4 |" in text and "| 2 x 2 + 4 x 1 |" in text
 
 
 def test_throughput_runs_compile_into_separate_empty_caches(tmp_path):

@@ -1,7 +1,9 @@
 """The GPU evaluator's process orchestration, driven on the CPU by fake worker targets.
 
 The real workers compile and time on a GPU; these fakes speak the same pipe protocol and
-hang, crash or fail on demand, so timeouts, crashes and worker replacement are tested here.
+hang, crash or fail on demand, so timeouts, crashes and worker replacement are tested here,
+and, from the intervals the fakes log, that compiling overlaps timing while no timing ever
+overlaps a smoke run or a compile worker's set-up.
 """
 
 from __future__ import annotations
@@ -15,15 +17,22 @@ from autotune.types import Candidate, Status
 from tests import fake_gpu_workers
 
 
-def candidate(name: str, behaviour: str = "ok", ms: float = 1.0) -> Candidate:
-    return Candidate(params={"name": name}, native={"behaviour": behaviour, "ms": ms, "name": name}, key=name)
+def candidate(name: str, behaviour: str = "ok", ms: float = 1.0, **seconds: float) -> Candidate:
+    """`seconds`: compile_s, run_s, bench_s (how long the fakes sleep in each step)."""
+    return Candidate(params={"name": name}, native={"behaviour": behaviour, "ms": ms, "name": name, **seconds},
+                     key=name)
+
+
+def fake_evaluator(compile_workers: int, **timeouts: float) -> GPUEvaluator:
+    options = {"compile_timeout_s": 2.0, "run_timeout_s": 2.0, "bench_timeout_s": 5.0, **timeouts}
+    return GPUEvaluator("softmax-triton", (4, 8), "float16", device_name="fake", compile_workers=compile_workers,
+                        compile_target=fake_gpu_workers.compile_target, bench_target=fake_gpu_workers.bench_target,
+                        **options)
 
 
 @pytest.fixture(scope="module")
 def evaluator():
-    gpu = GPUEvaluator("softmax-triton", (4, 8), "float16", device_name="fake", compile_workers=2,
-                       compile_timeout_s=2.0, run_timeout_s=2.0, bench_timeout_s=5.0,
-                       compile_target=fake_gpu_workers.compile_target, bench_target=fake_gpu_workers.bench_target)
+    gpu = fake_evaluator(2)
     yield gpu
     gpu.close()
 
@@ -41,7 +50,10 @@ def test_every_failure_kind_is_classified_and_the_generation_goes_on(evaluator):
     assert results["c"].status is Status.OUT_OF_RESOURCES
     assert results["d"].status is Status.COMPILE_TIMEOUT
     assert results["e"].status is Status.RUN_TIMEOUT and results["e"].compile_s == pytest.approx(0.05)
-    assert results["f"].status is Status.CRASH and results["g"].status is Status.CRASH
+    assert results["f"].status is Status.CRASH and "during compile" in results["f"].error
+    assert results["g"].status is Status.CRASH and "during run" in results["g"].error
+    assert results["d"].compile_s is None and "compile did not finish within 2 s" in results["d"].error
+    assert "run did not finish within 2 s" in results["e"].error
     assert results["h"].status is Status.WRONG_RESULT
     # two workers, two hangs of 2 s each and replacements booting in the background: no serial stalls
     assert elapsed < 20, f"the compile loop stalled for {elapsed:.1f} s"
@@ -69,3 +81,73 @@ def test_a_kernel_that_cannot_be_set_up_is_reported_not_hung():
 
 def _broken_bench(conn, init):  # pragma: no cover - runs in a child process
     conn.send(("setup_failed", "no GPU here"))
+
+
+# -- compiling overlaps timing; timing never overlaps a smoke run ----------------------------------
+def read_log(path) -> dict[str, list[tuple[str, float, float]]]:
+    """The fakes' log: kind -> [(key, start, end)]."""
+    intervals: dict[str, list[tuple[str, float, float]]] = {}
+    for line in path.read_text().splitlines():
+        kind, key, start, end = line.split()
+        intervals.setdefault(kind, []).append((key, float(start), float(end)))
+    return intervals
+
+
+def overlapping(first: list, second: list) -> list[tuple]:
+    return [(a, b) for a in first for b in second if a[1] < b[2] and b[1] < a[2]]
+
+
+def test_no_benchmark_is_in_flight_while_a_smoke_run_or_a_set_up_is(tmp_path, monkeypatch):
+    log = tmp_path / "gpu.log"
+    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+    monkeypatch.setenv("FAKE_GPU_SETUP_S", "0.2")  # replacements set up mid-generation, on the GPU
+    gpu = fake_evaluator(3)
+    try:
+        # long enough (about 2 s) for the crashed worker's replacement to boot and set up meanwhile
+        configs = [candidate(f"c{i}", ms=1 + i, compile_s=0.15 + 0.03 * (i % 4), run_s=0.05, bench_s=0.05)
+                   for i in range(24)]
+        configs[1] = candidate("crash", "crash_run", compile_s=0.05)
+        results = {r.key: r for r in gpu.evaluate(configs)}
+    finally:
+        gpu.close()
+    assert results["crash"].status is Status.CRASH
+    assert all(r.ok and r.median_ms == 1 + int(key[1:]) for key, r in results.items() if key != "crash")
+    intervals = read_log(log)
+    assert len(intervals["bench"]) == 23 and len(intervals["run"]) == 24
+    first_compile = min(start for _, start, _ in intervals["compile"])
+    assert [setup for setup in intervals["setup"] if setup[1] > first_compile], "no set-up mid-generation"
+    assert overlapping(intervals["bench"], intervals["run"] + intervals["setup"]) == []
+    # ... while compiling did overlap timing: this is no longer two phases one after the other
+    assert overlapping(intervals["bench"], intervals["compile"])
+
+
+def test_a_slow_compile_does_not_hold_back_the_others():
+    gpu = fake_evaluator(2, compile_timeout_s=10.0)
+    try:
+        assert all(r.ok for r in gpu.evaluate([candidate("w0"), candidate("w1")]))  # both workers warm
+        configs = [candidate("slow", ms=9.0, compile_s=2.0)]
+        configs += [candidate(f"f{i}", ms=1 + i, compile_s=0.02, bench_s=0.02) for i in range(6)]
+        started = time.monotonic()
+        arrivals = {r.key: (time.monotonic() - started, r) for r in gpu.evaluate(configs)}
+    finally:
+        gpu.close()
+    assert all(result.ok for _, result in arrivals.values())
+    slow_at = arrivals.pop("slow")[0]
+    assert slow_at >= 2.0
+    latest_fast = max(at for at, _ in arrivals.values())
+    assert latest_fast < 1.5, f"the fast configs waited for the slow compile ({latest_fast:.2f} s)"
+
+
+@pytest.mark.parametrize("bench_s", [0.5, 3.0])  # the reply comes while draining / the worker is replaced
+def test_an_early_stop_leaves_the_evaluator_usable(evaluator, bench_s):
+    configs = [candidate("long", ms=5.0, bench_s=bench_s), candidate("bad", "compile_error", compile_s=0.2),
+               candidate("more", compile_s=1.0), candidate("later", compile_s=1.0)]
+    stream = evaluator.evaluate(configs)
+    first = next(stream)  # the compile error, while "long" is being timed and the others compile
+    assert first.key == "bad" and first.status is Status.COMPILE_ERROR
+    started = time.monotonic()
+    stream.close()
+    assert time.monotonic() - started < 4
+    again = {r.key: r for r in evaluator.evaluate([candidate(f"n{i}", ms=1 + i) for i in range(4)])}
+    assert {key: (r.status, r.median_ms) for key, r in again.items()} == {
+        f"n{i}": (Status.OK, 1 + i) for i in range(4)}  # no stale reply answered for another config

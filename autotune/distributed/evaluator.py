@@ -26,18 +26,34 @@ from autotune.types import Candidate, Result, Status
 CALIBRATION_TIMEOUT_S = 900.0  # a GPU worker binds the kernel and boots its processes first
 
 
-class DistributedEvaluator:
-    """Evaluates batches of `batch_size` configs as Dask tasks (one batch per worker at a time).
+def split_evenly(candidates: Sequence[Candidate], parts: int) -> list[list[Candidate]]:
+    """`candidates` in order, cut into min(parts, len) batches whose sizes differ by one at most."""
+    parts = max(1, min(parts, len(candidates)))
+    size, extra = divmod(len(candidates), parts)
+    batches, start = [], 0
+    for index in range(parts):
+        end = start + size + (index < extra)
+        batches.append(list(candidates[start:end]))
+        start = end
+    return [batch for batch in batches if batch]
 
-    A GPU worker compiles a batch's configs in parallel in its own compile processes, so the
-    batch size is best its number of compile processes; 1 streams results one by one.
+
+class DistributedEvaluator:
+    """Evaluates batches of configs as Dask tasks (one batch per worker at a time).
+
+    A GPU worker compiles a batch's configs while it times those already compiled, so a
+    large batch hides its slowest compile behind the timing of the others; but a batch is
+    also the unit Dask spreads over workers.  `batch_size=None` (automatic) balances both:
+    each generation is cut into two batches per worker, of ceil(configs / (2 x workers))
+    configs at most.  An explicit size is kept as given; 1 streams results one by one, and
+    a worker that dies then takes only one config with it.
     """
 
     def __init__(self, client: Any, factory: Callable[[], Any], *, reference: Candidate | None = None,
-                 batch_size: int = 1, on_close: Callable[[], None] | None = None,
+                 batch_size: int | None = 1, on_close: Callable[[], None] | None = None,
                  calibration_timeout_s: float = CALIBRATION_TIMEOUT_S) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1 (or None: automatic), got {batch_size}")
         self.client, self.factory, self.batch_size = client, factory, batch_size
         self._on_close = on_close
         self._closed = False
@@ -48,8 +64,15 @@ class DistributedEvaluator:
             self._calibrate(reference, calibration_timeout_s) if reference is not None else {})
 
     # -- the protocol --------------------------------------------------------------------
+    def batches(self, candidates: Sequence[Candidate]) -> list[list[Candidate]]:
+        """How a generation is cut into Dask tasks (see the class docstring)."""
+        if self.batch_size is not None:
+            return [list(candidates[i:i + self.batch_size]) for i in range(0, len(candidates), self.batch_size)]
+        workers = max(1, len(self.client.nthreads()))
+        return split_evenly(candidates, 2 * workers)
+
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
-        batches = [list(candidates[i:i + self.batch_size]) for i in range(0, len(candidates), self.batch_size)]
+        batches = self.batches(candidates)
         stream = run_on_cluster(self.client, on_worker.evaluate, batches, self.factory)
         try:
             for index, outcome in stream:

@@ -9,20 +9,21 @@ from autotune.errors import UserError
 from autotune.task import TuningTask
 from search_spaces.space import InvalidConfig
 
-REMOTE_BATCH = 4  # configs per task on a cluster whose hosts we do not know
-
 
 def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], task: TuningTask,
                               console: Any) -> Any:
     """Connect to (or start) the cluster, build each worker's GPU evaluator and calibrate them.
 
     Each local GPU worker gets an equal share of this machine's cores for its compile
-    processes (`--compile-workers` sets it per worker), and is handed that many configs at a
-    time, so they compile in parallel and are then timed one by one on its GPU.
+    processes, less two for its benchmark process and itself (`--compile-workers` sets it
+    per worker).  Each generation goes out in two batches per worker (the automatic batch
+    size of `DistributedEvaluator`): within a batch a worker compiles while it times, so a
+    large batch hides its slowest compile, and two per worker still spread the load evenly.
     """
     from autotune.distributed.cluster import connect, parse_workers
     from autotune.distributed.evaluator import distributed_evaluator
     from autotune.distributed.factories import GPUEvaluatorFactory
+    from autotune.evaluators.gpu import default_compile_workers
 
     spec_of_workers = parse_workers(request.workers)
     try:
@@ -33,7 +34,7 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
         count = len(client.nthreads())
         compile_workers = request.compile_workers
         if compile_workers is None and spec_of_workers.kind == "local-gpus":
-            compile_workers = max(1, min(16, ((os.cpu_count() or 2) - 1) // count))
+            compile_workers = default_compile_workers((os.cpu_count() or 2) // count)
         factory = GPUEvaluatorFactory(
             spec.name, tuple(shape), task.dtype, device_name=task.identity.device, compile_workers=compile_workers,
             compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s, seed=request.seed,
@@ -45,7 +46,7 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
         console.print(f"spreading evaluation over {count} Dask worker(s) ({request.workers}); "
                       + ("timing the default config on each to calibrate them" if reference else "no calibration"))
         return distributed_evaluator(client, factory, reference=reference,
-                                     batch_size=compile_workers or REMOTE_BATCH, on_close=close)
+                                     batch_size=None, on_close=close)
     except BaseException:
         close()
         raise

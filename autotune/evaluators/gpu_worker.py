@@ -1,10 +1,12 @@
 """Code that runs inside the GPU evaluator's worker processes.
 
-Two roles.  A compile worker builds a config and runs it once (Triton compiles on first
-launch), reporting 'compiled' when the launch returns and 'ran' once the GPU finished, so
-the parent can tell a compile hang from a run hang.  The benchmark worker, one per
-evaluator, checks accuracy and times.  A config that kills its worker (illegal address,
-abort) only costs that worker: the parent starts another.
+Two roles.  A compile worker compiles a config without launching anything, reports
+'compiled', and waits: only when the parent grants it the GPU ("run", key) does it run the
+config once and synchronize, reporting 'ran', so the parent can tell a compile hang from a
+run hang and knows when the GPU is free again (see gpu.py for why).  It also waits for a
+grant before its set-up, which creates its CUDA context and inputs.  The benchmark worker,
+one per evaluator, checks accuracy and times.  A config that kills its worker (illegal
+address, abort) only costs that worker: the parent starts another.
 """
 
 from __future__ import annotations
@@ -52,10 +54,24 @@ class _State:
         self.bound = self.spec.helion_kernel.bind(self.inputs) if self.spec.family == "helion" else None
 
 
-def _setup(conn: Connection, init: WorkerInit) -> _State | None:
+def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False) -> _State | None:
+    """Bind the kernel and make the inputs; None when that failed (reported) or the parent
+    stopped us.  A gated worker imports first, says 'booted' and waits for ("setup",)."""
+    try:
+        if gated:
+            from autotune.kernels.registry import get_kernel
+
+            get_kernel(init.kernel)  # the imports: CPU work, done before the GPU is granted
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which decides
+        conn.send(("setup_failed", short_error(error, 2000) + "\n" + traceback.format_exc()[-2000:]))
+        return None
+    if gated:
+        conn.send(("booted",))
+        if conn.recv() is None:
+            return None
     try:
         state = _State(init)
-    except BaseException as error:  # noqa: BLE001 - reported to the parent, which decides
+    except BaseException as error:  # noqa: BLE001
         conn.send(("setup_failed", short_error(error, 2000) + "\n" + traceback.format_exc()[-2000:]))
         return None
     conn.send(("ready",))
@@ -63,10 +79,12 @@ def _setup(conn: Connection, init: WorkerInit) -> _State | None:
 
 
 def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
+    """Requests: (key, native) to compile, then ("run", key) once granted; None stops.
+    Replies: ("compiled", key, seconds), ("ran", key), ("failed", key, status, error, seconds)."""
     import torch
 
     torch.set_num_threads(1)  # many compile workers share the cores; compilation is what needs them
-    state = _setup(conn, init)
+    state = _setup(conn, init, gated=True)
     if state is None:
         return
     while True:
@@ -74,24 +92,50 @@ def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
         if message is None:
             return
         key, native = message
-        started = time.perf_counter()
-        try:
-            runner = build_runner(state.spec, state.bound, native)
-            runner(state.inputs)  # compiles, then enqueues the launch
-        except BaseException as error:  # noqa: BLE001
-            status = classify_exception(error, phase="compile")
-            conn.send(("failed", key, status.value, short_error(error), time.perf_counter() - started))
-            if status is Status.CRASH:
-                os._exit(3)  # the CUDA context may be unusable
+        compile_s = _compile(conn, state, key, native)
+        if compile_s is None:
             continue
-        compile_s = time.perf_counter() - started
-        conn.send(("compiled", key, compile_s))
-        try:
-            state.torch.cuda.synchronize()
-        except BaseException as error:  # noqa: BLE001
-            conn.send(("failed", key, classify_exception(error, phase="run").value, short_error(error), compile_s))
-            os._exit(3)
+        if conn.recv() is None:  # ("run", key): the GPU is ours
+            return
+        _smoke_run(conn, state, key, native, compile_s)
+
+
+def _compile(conn: Connection, state: _State, key: str, native: dict[str, Any]) -> float | None:
+    """Compile without launching; the seconds it took, or None after reporting a failure."""
+    started = time.perf_counter()
+    try:
+        state.spec.compile_without_launch(native, state.inputs, bound=state.bound)
+    except BaseException as error:  # noqa: BLE001
+        status = classify_exception(error, phase="compile")
+        conn.send(("failed", key, status.value, short_error(error), time.perf_counter() - started))
+        if status is Status.CRASH:
+            os._exit(3)  # the CUDA context may be unusable
+        return None
+    compile_s = time.perf_counter() - started
+    conn.send(("compiled", key, compile_s))
+    return compile_s
+
+
+def _smoke_run(conn: Connection, state: _State, key: str, native: dict[str, Any], compile_s: float) -> None:
+    """Run once (the compiled kernels are cached, so this loads and launches them) and wait for
+    the GPU to finish, so 'ran' or 'failed' also says the GPU is free."""
+    failure: BaseException | None = None
+    try:
+        build_runner(state.spec, state.bound, native)(state.inputs)
+    except BaseException as error:  # noqa: BLE001 - e.g. out of resources when the binary is loaded
+        failure = error
+    try:
+        state.torch.cuda.synchronize()  # also after a failure: kernels it launched may still run
+    except BaseException as error:  # noqa: BLE001
+        conn.send(("failed", key, classify_exception(error, phase="run").value, short_error(error), compile_s))
+        os._exit(3)
+    if failure is None:
         conn.send(("ran", key))
+        return
+    status = classify_exception(failure, phase="run")
+    conn.send(("failed", key, status.value, short_error(failure), compile_s))
+    if status is Status.CRASH:
+        os._exit(3)
 
 
 def bench_worker_main(conn: Connection, init: WorkerInit) -> None:

@@ -40,6 +40,18 @@ class KernelSpec:
     source_objects: Sequence[Any] = field(default_factory=tuple)  # whose source text is fingerprinted
     dtypes: Sequence[str] = ("float16", "bfloat16", "float32")
 
+    def compile_without_launch(self, native: Mapping[str, Any], inputs: Inputs, bound: Any = None) -> None:
+        """Compile every Triton kernel one call with `native` would launch, launching none:
+        what a compile worker does while another process may be timing on the GPU.
+        `bound` is the Helion kernel bound to `inputs` (bound here when not given)."""
+        from autotune.kernels import compile_only
+
+        if self.family == "helion":
+            compile_only.compile_helion(bound or self.helion_kernel.bind(inputs), dict(native), inputs)
+            return
+        with compile_only.triton_launches_compile_only():
+            self.triton_launch(dict(native), *inputs)
+
     def source_text(self) -> str:
         parts = []
         for obj in self.source_objects:

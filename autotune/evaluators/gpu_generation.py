@@ -1,0 +1,282 @@
+"""One generation on the GPU evaluator: one event loop over the compile workers and the
+benchmark worker, so configs compile while others are timed (the rules, and why, are in the
+docstring of gpu.py).
+
+Each config goes: dispatched to an idle compile worker -> 'compiled' (no GPU work yet) ->
+waits for a grant -> granted ("run", key) -> 'ran' -> queued for the benchmark worker ->
+timed.  The parent alone decides who may use the GPU: no lock is shared with the workers,
+since a killed process would hold it forever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any, Iterator, Sequence
+
+from autotune.evaluators.gpu_process import BOOTED, BOOTING, READY, SETTING_UP, STOPPED, Worker, WorkerSetupError
+from autotune.types import Candidate, Result, Status
+
+COMPILE, WAITING, RUN = "compile", "waiting", "run"  # a compile job's stages
+POLL_S = 1.0  # longest sleep between looks at booting workers
+BENCH_DRAIN_S = 2.0  # an abandoned benchmark's reply is awaited this long before its worker is replaced
+
+
+@dataclass
+class _Job:
+    candidate: Candidate
+    stage: str
+    deadline: float | None  # none while it waits for its grant: the wait is ours, not the config's
+    compile_s: float | None = None
+
+
+@dataclass
+class _BenchJob:
+    candidate: Candidate
+    compile_s: float | None
+    started: float
+    deadline: float
+
+
+def result_from_reply(key: str, reply: dict[str, Any], compile_s: float | None) -> Result:
+    """A benchmark worker's reply (or a stand-in for a lost one) as a Result."""
+    return Result(
+        key=key, status=Status(reply["status"]), median_ms=reply.get("median_ms"), min_ms=reply.get("min_ms"),
+        max_ms=reply.get("max_ms"), repetitions=reply.get("repetitions", 0), compile_s=compile_s,
+        bench_s=reply.get("bench_s"), rel_error=reply.get("rel_error"), error=reply.get("error", ""),
+        samples_ms=tuple(reply.get("samples_ms", ())),
+    )
+
+
+class Generation:
+    """Evaluates one generation's candidates; `results()` yields each result as soon as it is known."""
+
+    def __init__(self, compilers: Sequence[Worker], bench: Worker, candidates: Sequence[Candidate], *,
+                 compile_timeout_s: float, run_timeout_s: float, bench_timeout_s: float) -> None:
+        self.compilers, self.bench = list(compilers), bench
+        self.timeouts = {COMPILE: compile_timeout_s, RUN: run_timeout_s}
+        self.bench_timeout_s = bench_timeout_s
+        self.pending: deque[Candidate] = deque(candidates)
+        self.jobs: dict[int, _Job] = {}  # compile worker index -> its config
+        self.to_grant: list[int] = []  # compiled, waiting for the GPU, in the order they compiled
+        self.to_bench: deque[tuple[Candidate, float | None]] = deque()  # ran, in the order they ran
+        self.bench_job: _BenchJob | None = None
+        self.setup_failures: list[str] = []
+
+    def results(self) -> Iterator[Result]:
+        try:
+            while self.pending or self.jobs or self.to_bench or self.bench_job:
+                yield from self._tend_compilers()
+                yield from self._tend_bench()
+                yield from self._use_gpu()
+                ready = self._wait()
+                yield from self._read(ready)
+                yield from self._expire()
+        finally:  # also when the caller stopped early (time budget, Ctrl-C)
+            self._abandon()
+
+    # -- who may use the GPU -----------------------------------------------------------------
+    def _compilers_on_gpu(self) -> bool:
+        """A granted smoke run or set-up is in flight."""
+        return (any(job.stage == RUN for job in self.jobs.values())
+                or any(worker.state == SETTING_UP for worker in self.compilers))
+
+    def _use_gpu(self) -> Iterator[Result]:
+        """Never time while a config or a set-up runs, never grant while timing.  Grants first
+        (they free compile workers for the next config), then the next benchmark."""
+        if self.bench_job is not None:
+            return
+        granted, self.to_grant = self.to_grant, []
+        for index in granted:
+            yield from self._grant_run(index)
+        if self.pending:  # set-ups only for workers this generation can still use
+            for worker in self.compilers:
+                if worker.state == BOOTED:
+                    yield from self._grant_setup(worker)
+        if self.to_bench and not self._compilers_on_gpu():
+            self._send_benchmark()
+
+    def _grant_run(self, index: int) -> Iterator[Result]:
+        job = self.jobs[index]
+        job.stage, job.deadline = RUN, time.monotonic() + self.timeouts[RUN]
+        try:
+            self.compilers[index].conn.send(("run", job.candidate.key))
+        except OSError:  # it died while waiting: the EOF says so
+            yield from self._died(index)
+
+    def _grant_setup(self, worker: Worker) -> Iterator[Result]:
+        try:
+            worker.grant_setup()
+        except WorkerSetupError as error:
+            yield from self._setup_failed(str(error))
+
+    def _send_benchmark(self) -> None:
+        if self.bench.state == STOPPED:
+            self.bench.start()
+        if self.bench.state != READY:
+            return  # booting: its conn is watched
+        candidate, compile_s = self.to_bench.popleft()
+        try:
+            self.bench.conn.send(("config", candidate.key, dict(candidate.native)))
+        except OSError:  # it died while idle: replace it, the config waits
+            self.bench.restart()
+            self.to_bench.appendleft((candidate, compile_s))
+            return
+        now = time.monotonic()
+        self.bench_job = _BenchJob(candidate, compile_s, now, now + self.bench_timeout_s)
+
+    # -- compile workers ---------------------------------------------------------------------
+    def _tend_compilers(self) -> Iterator[Result]:
+        """Start, watch and feed the idle compile workers; never block on one that is booting."""
+        for index, worker in enumerate(self.compilers):
+            if index in self.jobs:
+                continue
+            if worker.state == STOPPED:
+                if not self.pending:
+                    continue
+                worker.start()
+            try:
+                state = worker.poll()
+            except WorkerSetupError as error:
+                yield from self._setup_failed(str(error))
+                continue
+            if state == READY and self.pending:
+                self._dispatch(index, self.pending.popleft())
+
+    def _setup_failed(self, error: str) -> Iterator[Result]:
+        """The worker is already stopped (a later pass starts another); if set-ups keep failing,
+        the kernel cannot be set up at all: what is left of the generation is a crash."""
+        self.setup_failures.append(error)
+        if len(self.setup_failures) >= 2 * len(self.compilers):
+            while self.pending:
+                yield Result(key=self.pending.popleft().key, status=Status.CRASH, error=error)
+
+    def _dispatch(self, index: int, candidate: Candidate) -> None:
+        worker = self.compilers[index]
+        try:
+            worker.conn.send((candidate.key, dict(candidate.native)))
+        except OSError:  # it died while idle: replace it and retry the candidate
+            worker.restart()
+            self.pending.appendleft(candidate)
+            return
+        self.jobs[index] = _Job(candidate, COMPILE, time.monotonic() + self.timeouts[COMPILE])
+
+    def _on_compiler_message(self, index: int) -> Iterator[Result]:
+        worker, job = self.compilers[index], self.jobs[index]
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            yield from self._died(index)
+            return
+        kind = message[0]
+        if kind == "compiled":
+            job.stage, job.compile_s, job.deadline = WAITING, message[2], None
+            self.to_grant.append(index)
+        elif kind == "ran":
+            self._drop(index)
+            self.to_bench.append((job.candidate, job.compile_s))
+        elif kind == "failed":
+            self._drop(index)
+            _, key, status, error, seconds = message
+            if not worker.alive() or Status(status) is Status.CRASH:
+                worker.restart()
+            yield Result(key=key, status=Status(status), error=error, compile_s=seconds)
+
+    def _died(self, index: int) -> Iterator[Result]:
+        job, worker = self._drop(index), self.compilers[index]
+        code = worker.process.exitcode if worker.process else None
+        worker.restart()
+        during = "while waiting to run" if job.stage == WAITING else f"during {job.stage}"
+        yield Result(key=job.candidate.key, status=Status.CRASH, compile_s=job.compile_s,
+                     error=f"worker process died {during} (exit code {code})")
+
+    def _drop(self, index: int) -> _Job:
+        if index in self.to_grant:
+            self.to_grant.remove(index)
+        return self.jobs.pop(index)
+
+    # -- the benchmark worker ----------------------------------------------------------------
+    def _tend_bench(self) -> Iterator[Result]:
+        if self.bench.state != BOOTING:
+            return
+        try:
+            self.bench.poll()
+        except WorkerSetupError as error:  # the next config to time pays; the next attempt restarts it
+            if self.to_bench:
+                candidate, compile_s = self.to_bench.popleft()
+                yield Result(key=candidate.key, status=Status.CRASH, compile_s=compile_s, error=str(error))
+
+    def _on_bench_reply(self) -> Result:
+        job, self.bench_job = self.bench_job, None
+        assert job is not None
+        try:
+            reply = self.bench.conn.recv()
+        except (EOFError, OSError):
+            code = self.bench.process.exitcode if self.bench.process else None
+            self.bench.restart()
+            reply = {"status": Status.CRASH.value, "bench_s": time.monotonic() - job.started,
+                     "error": f"benchmark process died (exit code {code})"}
+        else:
+            if reply.get("status") == Status.CRASH.value or not self.bench.alive():
+                self.bench.restart()  # it exits after a crash: never send it the next config
+        return result_from_reply(job.candidate.key, reply, job.compile_s)
+
+    # -- waiting, deadlines, early stop ----------------------------------------------------------
+    def _wait(self) -> set[Any]:
+        """Sleep until a watched pipe has something or the next deadline passes."""
+        conns = [self.compilers[index].conn for index in self.jobs]
+        conns += [w.conn for w in self.compilers if w.state in (BOOTING, SETTING_UP) and w.conn is not None]
+        if self.bench_job is not None or self.bench.state == BOOTING:
+            conns.append(self.bench.conn)
+        now = time.monotonic()
+        deadlines = [job.deadline for job in self.jobs.values() if job.deadline is not None]
+        if self.bench_job is not None:
+            deadlines.append(self.bench_job.deadline)
+        timeout = max(0.0, min([*deadlines, now + POLL_S]) - now)
+        if not conns:
+            time.sleep(min(timeout, 0.05))
+            return set()
+        return set(wait(conns, timeout=timeout))
+
+    def _read(self, ready: set[Any]) -> Iterator[Result]:
+        for index in [i for i in list(self.jobs) if self.compilers[i].conn in ready]:
+            yield from self._on_compiler_message(index)
+        if self.bench_job is not None and self.bench.conn in ready:
+            yield self._on_bench_reply()
+
+    def _expire(self) -> Iterator[Result]:
+        now = time.monotonic()
+        for index, job in list(self.jobs.items()):
+            if job.deadline is not None and job.deadline <= now:
+                self._drop(index)
+                self.compilers[index].restart()
+                status = Status.COMPILE_TIMEOUT if job.stage == COMPILE else Status.RUN_TIMEOUT
+                yield Result(key=job.candidate.key, status=status, compile_s=job.compile_s,
+                             error=f"{job.stage} did not finish within {self.timeouts[job.stage]:g} s; worker killed")
+        job = self.bench_job
+        if job is not None and job.deadline <= now:
+            self.bench_job = None
+            self.bench.restart()
+            yield result_from_reply(job.candidate.key, {
+                "status": Status.RUN_TIMEOUT.value, "bench_s": now - job.started,
+                "error": f"benchmark did not finish within {self.bench_timeout_s:g} s; worker killed"}, job.compile_s)
+
+    def _abandon(self) -> None:
+        """Workers mid-job would answer for configs nobody asks about any more: replace the
+        compile workers; give the benchmark a moment to answer, else replace it too."""
+        for index in list(self.jobs):
+            self.compilers[index].restart()
+        self.jobs.clear()
+        self.to_grant.clear()
+        job, self.bench_job = self.bench_job, None
+        if job is None:
+            return
+        patience = min(BENCH_DRAIN_S, max(0.0, job.deadline - time.monotonic()))
+        try:
+            answered = self.bench.conn.poll(patience) and self.bench.conn.recv()
+        except (EOFError, OSError):
+            answered = None
+        if not answered or answered.get("status") == Status.CRASH.value or not self.bench.alive():
+            self.bench.restart()

@@ -1,0 +1,138 @@
+"""The GPU evaluator's handle on one worker process: start, boot, kill and replace it.
+
+A worker boots in stages, each reported on its pipe.  An ungated worker (the benchmark
+worker) sets itself up as soon as it starts and says ("ready",).  A gated worker (a compile
+worker) first imports what it needs, CPU work only, says ("booted",) and waits: creating its
+CUDA context and its inputs puts work on the GPU, so it does that only when the parent sends
+("setup",), which the parent grants under the same rule as a smoke run (see gpu.py).
+"""
+
+from __future__ import annotations
+
+import time
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+SETUP_TIMEOUT_S = 300.0
+
+STOPPED, BOOTING, BOOTED, SETTING_UP, READY = "stopped", "booting", "booted", "setting up", "ready"
+
+
+class WorkerSetupError(RuntimeError):
+    """A worker could not bind the kernel at all (not a per-config failure)."""
+
+
+class Worker:
+    """One child process and the pipe to it; restarted transparently after a kill or crash."""
+
+    def __init__(self, ctx: Any, target: Callable, init: Any, name: str, *, gated: bool = False) -> None:
+        self._ctx, self._target, self._init, self.name, self.gated = ctx, target, init, name, gated
+        self.process: Any = None
+        self.conn: Connection | None = None
+        self.state = STOPPED
+        self.since = 0.0  # when the current boot stage began (its timeout counts from there)
+
+    @property
+    def ready(self) -> bool:
+        return self.state == READY
+
+    def start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self.process = self._ctx.Process(target=self._target, args=(child, self._init), name=self.name, daemon=True)
+        self.process.start()
+        child.close()
+        self.conn, self.state, self.since = parent, BOOTING, time.monotonic()
+
+    def restart(self) -> None:
+        """Replace the process; the new one boots in the background."""
+        self.kill()
+        self.start()
+
+    def poll(self) -> str:
+        """Non-blocking: read what the worker reported while booting and return its state.
+        Raises WorkerSetupError (the process killed) if it died, failed or overran a stage."""
+        if self.state in (STOPPED, READY):
+            return self.state
+        while self.conn is not None and self.conn.poll(0):
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                self._fail(f"{self.name} died while starting (exit code {self._exit_code()})")
+            self._on_boot_message(message)
+            if self.state == READY:
+                return READY
+        if not self.alive():
+            self._fail(f"{self.name} died while starting (exit code {self._exit_code()})")
+        if self.state != BOOTED and time.monotonic() - self.since > SETUP_TIMEOUT_S:
+            self._fail(f"{self.name} did not start within {SETUP_TIMEOUT_S:.0f} s")
+        return self.state
+
+    def grant_setup(self) -> None:
+        """Let a booted gated worker set itself up on the GPU."""
+        assert self.state == BOOTED and self.conn is not None
+        try:
+            self.conn.send(("setup",))
+        except OSError:
+            self._fail(f"{self.name} died while starting (exit code {self._exit_code()})")
+        self.state, self.since = SETTING_UP, time.monotonic()
+
+    def wait_ready(self, timeout: float = SETUP_TIMEOUT_S) -> None:
+        """Block until ready, granting a gated worker its set-up: for callers that know the GPU
+        is not being timed.  A stopped or dead worker is started first."""
+        if self.state == STOPPED or not self.alive() and (self.state == READY or not self.conn.poll(0)):
+            self.restart()  # a dead worker's last words (a set-up failure) are read below instead
+        deadline = time.monotonic() + timeout
+        while self.poll() != READY:
+            if self.state == BOOTED:
+                self.grant_setup()
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._fail(f"{self.name} did not start within {timeout:.0f} s")
+            self.conn.poll(min(remaining, 1.0))
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.is_alive()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+        if self.process is not None:
+            self.process.join(timeout=10)
+        if self.conn is not None:
+            self.conn.close()
+        self.process, self.conn, self.state = None, None, STOPPED
+
+    def request_stop(self) -> None:
+        if self.conn is not None and self.alive():
+            try:
+                self.conn.send(None)
+            except (OSError, EOFError, BrokenPipeError):
+                pass
+
+    def stop(self) -> None:
+        if self.conn is not None and self.alive():
+            try:
+                self.conn.send(None)
+                self.process.join(timeout=5)
+            except (OSError, EOFError, BrokenPipeError):
+                pass
+        self.kill()
+
+    def _on_boot_message(self, message: tuple) -> None:
+        if message[0] == "booted":
+            self.state = BOOTED
+        elif message[0] == "ready":
+            self.state = READY
+        else:  # ("setup_failed", text)
+            self._fail(f"{self.name} could not set up: {message[1]}")
+
+    def _exit_code(self) -> int | None:
+        if self.process is None:
+            return None
+        self.process.join(timeout=1.0)  # its pipe closes just before it is reaped
+        return self.process.exitcode
+
+    def _fail(self, reason: str) -> None:
+        self.kill()
+        raise WorkerSetupError(reason)
