@@ -77,8 +77,9 @@ WIDE_K_BLOCK = 64
 WIDE_K_SMEM_FRACTION = 0.96
 # Occupancy: the fewest programs per SM the grid should give.  With M = 512 or 1024 rows the
 # budget's M_BLOCK (64, 32) gives 8 to 32 programs for 132 SMs; the recorded grids' best used
-# M_BLOCK 16 there (layernorm 512^3 bf16: 0.0122 ms at M 16 vs 0.0132 at M 64 with the same
-# K and warps; 1024^3 bf16: 0.0307 at M 16 vs 0.0369 at M 32).  Half a program per SM is
+# M_BLOCK 16 there (layernorm 512^3 bf16: 0.0122 ms at M 16, 4 warps vs 0.0132 at M 64, 8
+# warps, both K 64 and 3 stages; 1024^3 bf16: 0.0307 at M 16 vs 0.0369 at M 32, both K 32,
+# 8 warps, 3 stages).  Half a program per SM is
 # where M_BLOCK 16 is chosen for both and 131072-row matrices are untouched.
 MIN_PROGRAMS_PER_SM = 0.5
 # The smallest M_BLOCK the occupancy step goes down to: tl.dot's smallest M tile.
