@@ -123,6 +123,17 @@ def valid_points(space: Any) -> list[dict[str, Any]]:
             if not space.violations(p)]
 
 
+def softmax_run(out: Any, ref: Any) -> dict[str, Any]:
+    """One interpreter run as `assert_softmax_runs_match` reads it (called inside the report
+    scripts, which import it from here)."""
+    import torch
+
+    from autotune.evaluators.timing import relative_error
+
+    return {"rel": relative_error(out, ref), "nan": bool(torch.isnan(out).any()), "dtype": str(out.dtype),
+            "shape": list(out.shape)}
+
+
 def assert_softmax_runs_match(runs: Mapping[str, Mapping[str, Any]], tolerances: Mapping[str, float]) -> None:
     """Interpreter runs keyed 'ROWSxCOLS/dtype[/...]' (others, such as 'extremes', are fp32):
     no NaN, relative error under the dtype's tolerance, output of the input's shape and dtype."""

@@ -15,7 +15,7 @@ import json, os
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
 from autotune.kernels import get_kernel
-from autotune.evaluators.timing import relative_error
+from tests.conftest import softmax_run
 
 spec = get_kernel("softmax-lookback")
 report = {}
@@ -27,14 +27,11 @@ for shape in ((5, 1000), (3, 2500), (7, 257)):
         ref = spec.reference(inputs)
         for chunk, lag in ((64, 1), (64, 16), (256, 3), (1024, 128)):
             out = spec.triton_launch({"CHUNK": chunk, "LAG": lag, "num_warps": 4, "num_stages": 1}, *inputs)
-            report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}/{chunk}/{lag}"] = {
-                "rel": relative_error(out, ref), "nan": bool(torch.isnan(out).any()),
-                "dtype": str(out.dtype), "shape": list(out.shape)}
+            report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}/{chunk}/{lag}"] = softmax_run(out, ref)
 x = torch.zeros((2, 3000), dtype=torch.float32)
 x[1, 2999], x[1, 0] = 80.0, -80.0
 out = spec.triton_launch({"CHUNK": 512, "LAG": 2, "num_warps": 4, "num_stages": 1}, x)
-report["extremes"] = {"rel": relative_error(out, torch.softmax(x.double(), dim=-1)),
-                      "nan": bool(torch.isnan(out).any()), "dtype": str(out.dtype), "shape": list(out.shape)}
+report["extremes"] = softmax_run(out, torch.softmax(x.double(), dim=-1))
 print("REPORT " + json.dumps(report))
 """
 

@@ -12,7 +12,7 @@ import json, os
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
 from autotune.kernels import get_kernel
-from autotune.evaluators.timing import relative_error
+from tests.conftest import softmax_run
 
 spec = get_kernel("softmax-persistent")
 report = {}
@@ -27,21 +27,17 @@ for shape in ((9, 1000), (9, 1001), (9, 257), (4, 7)):
         ref = spec.reference(inputs)
         for chunk, per_sm in ((64, 1), (256, 2), (4096, 8)):
             out = spec.triton_launch({"CHUNK": chunk, "PER_SM": per_sm, "num_warps": 4, "num_stages": 1}, *inputs)
-            report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}/{chunk}/{per_sm}"] = {
-                "rel": relative_error(out, ref), "nan": bool(torch.isnan(out).any()),
-                "dtype": str(out.dtype), "shape": list(out.shape)}
+            report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}/{chunk}/{per_sm}"] = softmax_run(out, ref)
 # The largest value at the end of a row, after tiles that set a much lower running max.
 x = torch.zeros((2, 3000), dtype=torch.float32)
 x[1, 2999] = 80.0
 x[1, 0] = -80.0
 out = spec.triton_launch({"CHUNK": 512, "PER_SM": 1, "num_warps": 4, "num_stages": 1}, x)
-report["extremes"] = {"rel": relative_error(out, torch.softmax(x.double(), dim=-1)),
-                      "nan": bool(torch.isnan(out).any()), "dtype": str(out.dtype), "shape": list(out.shape)}
+report["extremes"] = softmax_run(out, torch.softmax(x.double(), dim=-1))
 # Rows of a wider tensor: out's rows are not in x's phase, so no aligned body.
 x = (torch.randn(6, 3000) * 3)[:, 5:2505]
 out = spec.triton_launch({"CHUNK": 256, "PER_SM": 1, "num_warps": 4, "num_stages": 1}, x)
-report["slice"] = {"rel": relative_error(out, torch.softmax(x.double(), dim=-1)),
-                   "nan": bool(torch.isnan(out).any()), "dtype": str(out.dtype), "shape": list(out.shape)}
+report["slice"] = softmax_run(out, torch.softmax(x.double(), dim=-1))
 print("REPORT " + json.dumps(report))
 """
 
