@@ -32,10 +32,6 @@ class Worker:
         self.state = STOPPED
         self.since = 0.0  # when the current boot stage began (its timeout counts from there)
 
-    @property
-    def ready(self) -> bool:
-        return self.state == READY
-
     def start(self) -> None:
         parent, child = self._ctx.Pipe()
         self.process = self._ctx.Process(target=self._target, args=(child, self._init), name=self.name, daemon=True)
