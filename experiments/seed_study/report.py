@@ -112,8 +112,7 @@ def present_rule_section(options: ExperimentOptions, results: list[CellResult]) 
     last changed measured an older seed, and the present one is usually one of its grid points."""
     from . import whatif
 
-    comparisons = [c for c in whatif.compare(options.db, options.dtype, {})
-                   if not options.shapes or c.cell in {r.cell.name for r in results}]
+    comparisons = whatif.compare(options.db, options.dtype, {}, results)
     changed = [c for c in comparisons if c.variant != c.present]
     if not changed:
         return ""

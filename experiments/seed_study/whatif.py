@@ -121,10 +121,12 @@ def recorded_by_tiles(cache: Any, session: dict[str, Any]) -> dict[Tiles, Any]:
     return found
 
 
-def compare(db: Path, dtype: str, values: dict[str, Any]) -> list[Comparison]:
+def compare(db: Path, dtype: str, values: dict[str, Any],
+            results: list[data.CellResult] | None = None) -> list[Comparison]:
+    """One comparison per recorded cell (`results`: the cells already read from `db`)."""
     from autotune.cache import Cache
 
-    results = data.load_study(db, dtype)
+    results = data.load_study(db, dtype) if results is None else results
     cache = Cache.open(db)
     try:
         comparisons = []
