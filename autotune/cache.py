@@ -22,6 +22,7 @@ import sqlite_utils
 from autotune.cache_schema import SCHEMA as _SCHEMA  # noqa: F401 - tests build old databases from it
 from autotune.cache_schema import SCHEMA_VERSION, CacheError, check_schema, create_schema
 from autotune.cache_schema import transaction as _transaction
+from autotune.cache_merge import merge_into
 from autotune.types import Candidate, Result, Source, Status
 from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.space import SearchSpace, canonical_json, params_key
@@ -248,48 +249,20 @@ class Cache:
         """Copy every space, session, evaluation, baseline and alias of another database into this one.
 
         Why: measurements are made on GPU machines into copies of a database and must come home
-        without renumbering by hand.  Sessions get new ids here; a session already present
-        (same space, strategy, seed, device and start time) is skipped, so merging twice adds
-        nothing.  One transaction: a failure leaves this database as it was.  An older source is
-        read as it is (never migrated): columns it lacks stay empty here.
+        without renumbering by hand.  Sessions get new ids here.  A session already present (same
+        space, strategy, seed, device and start time) is brought up to date instead: it may have
+        been resumed in the copy, so the rows it lacks are added and, where the copy got further,
+        its end is taken; rows already here are never duplicated or changed, so merging twice adds
+        nothing.  Two copies that recorded different configs at one place of a session are two
+        histories, refused (UserError).  One transaction: a failure or a refusal leaves this
+        database as it was.  An older source is read as it is (never migrated): columns it lacks
+        stay empty here.
         """
         other = Cache.open(path, migrate=False)  # refuses missing, foreign and newer files with a clear message
-        other_tables = {table: other._columns(table) for table in ("evaluations", "baselines", "calibrations")}
+        source_columns = {table: other._columns(table) for table in ("evaluations", "baselines", "calibrations")}
         other.close()
-        counts = {"sessions": 0, "evaluations": 0, "baselines": 0, "calibrations": 0, "skipped_sessions": 0}
-        conn = self.db.conn
-        conn.execute("ATTACH DATABASE ? AS other", (str(path),))
-        try:
-            with _transaction(conn):
-                conn.execute("INSERT OR IGNORE INTO spaces SELECT * FROM other.spaces")
-                conn.execute("INSERT OR IGNORE INTO aliases SELECT * FROM other.aliases")
-                columns = [c for c in self._columns("sessions") if c != "id"]
-                listed = ", ".join(columns)
-                for row in conn.execute(f"SELECT id, {listed} FROM other.sessions ORDER BY id").fetchall():
-                    old_id, values = row[0], dict(zip(columns, row[1:]))
-                    duplicate = conn.execute(
-                        "SELECT id FROM sessions WHERE space_fingerprint=? AND strategy=? AND seed IS ? AND device=?"
-                        " AND started=?", (values["space_fingerprint"], values["strategy"], values["seed"],
-                                           values["device"], values["started"])).fetchone()
-                    if duplicate:
-                        counts["skipped_sessions"] += 1
-                        continue
-                    new_id = conn.execute(f"INSERT INTO sessions({listed}) VALUES ({', '.join('?' * len(columns))})",
-                                          tuple(values[c] for c in columns)).lastrowid
-                    counts["sessions"] += 1
-                    for table in ("evaluations", "baselines", "calibrations"):
-                        cols = [c for c in self._columns(table)
-                                if c not in ("id", "session_id") and c in other_tables[table]]
-                        if not cols:  # a table the source's schema does not have yet
-                            continue
-                        names = ", ".join(cols)
-                        cursor = conn.execute(
-                            f"INSERT INTO {table}(session_id, {names}) SELECT ?, {names} FROM other.{table}"
-                            f" WHERE session_id = ? ORDER BY id", (new_id, old_id))
-                        counts[table] += cursor.rowcount
-        finally:
-            conn.execute("DETACH DATABASE other")
-        return counts
+        return merge_into(self.db.conn, path, {table: self._columns(table) for table in source_columns},
+                          source_columns, self._columns("sessions"))
 
     def record_alias(self, fingerprint: str, raw: Mapping[str, Any], candidate: Candidate) -> None:
         """Remember which normalised config a raw point became (replay needs this off the GPU)."""

@@ -13,6 +13,7 @@ from autotune.cli import main
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings
 from autotune.strategies.random_search import RandomSearch
+from autotune.types import Result, Status
 from tests.conftest import hashed_cost
 
 
@@ -84,3 +85,115 @@ def test_a_bad_source_changes_nothing(tmp_path, triton_task, bad, capsys):
     assert main(["merge", str(good), str(source), "--into", str(target)]) == 2
     assert "autotune: error:" in capsys.readouterr().err
     assert target.read_bytes() == before  # checked before anything was merged
+
+
+# -- a session continued in the copy (resumed there) is brought up to date ----------------------
+class _Calibrated(FakeEvaluator):
+    """A fake spread over one GPU: its reference timing is recorded each time a session (re)starts;
+    with `stop_after`, 'killed' (KeyboardInterrupt) after that many results, or while measuring
+    the baselines when 0."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        super().__init__(hashed_cost, baselines={"torch.softmax": 0.5})
+        self.stop_after = stop_after
+        self.calibration = {"gpu0": Result(key="ref", status=Status.OK, median_ms=0.25, repetitions=10,
+                                           measured_on="gpu0")}
+
+    def baselines(self):
+        if self.stop_after == 0:
+            raise KeyboardInterrupt
+        return super().baselines()
+
+    def evaluate(self, candidates):
+        for result in super().evaluate(candidates):
+            if self.stop_after is not None and len(self.calls) > self.stop_after:
+                raise KeyboardInterrupt
+            yield result
+
+
+def _run(db: Path, task, evaluator: FakeEvaluator, resume: int | None = None) -> None:
+    cache = Cache.open(db, create=True)
+    try:
+        settings = SessionSettings(strategy="random", seed=7, budget=9, generation_size=3, mode="gpu")
+        Session(task, evaluator, RandomSearch(task.space, seed=7), settings, cache, resume_session=resume).run()
+    finally:
+        cache.close()
+
+
+def _cut_short(db: Path, task, stop_after: int, killed: bool) -> None:
+    """Session 1 of `db`, stopped early: interrupted (its end recorded), or `killed` (no end)."""
+    with pytest.raises(KeyboardInterrupt):
+        _run(db, task, _Calibrated(stop_after))
+    if killed:  # a process killed outright never records its end
+        cache = Cache.open(db)
+        cache.reopen_session(1)
+        cache.close()
+
+
+def _state(db: Path) -> tuple[dict, list, dict, int]:
+    """Session 1 as the API reads it, its rows, its baselines and its calibration row count."""
+    cache = Cache.open(db)
+    try:
+        rows = [(r.generation, r.ordinal, r.candidate.key, r.result) for r in cache.session_evaluations(1)]
+        calibrations = cache.db.execute("SELECT COUNT(*) FROM calibrations WHERE session_id = 1").fetchone()[0]
+        return cache.session(1), rows, cache.baselines(session_id=1), calibrations
+    finally:
+        cache.close()
+
+
+@pytest.mark.parametrize("stop_after, killed", [(4, False), (4, True), (0, False)],
+                         ids=["interrupted", "killed", "interrupted-in-baselines"])
+def test_a_session_resumed_in_the_copy_is_brought_up_to_date(tmp_path, triton_task, stop_after, killed, capsys):
+    home, away = tmp_path / "home.db", tmp_path / "away.db"
+    _cut_short(home, triton_task, stop_after, killed)
+    shutil.copy(home, away)  # the copy taken to the GPU machine ...
+    _run(away, triton_task, _Calibrated(), resume=1)  # ... where the session was resumed and finished
+    unfinished, finished = _state(home), _state(away)
+    assert finished[0]["exit_reason"] == "budget" and len(finished[1]) > len(unfinished[1])
+    assert finished[3] == unfinished[3] + 1  # the resume took its own calibration
+
+    assert main(["merge", str(away), "--into", str(home)]) == 0
+    added = len(finished[1]) - len(unfinished[1]) + len(finished[2]) - len(unfinished[2]) + 1
+    said = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert f"1 session(s) already there, 1 of them brought up to date ({added} row(s) added)" in said
+    assert _state(home) == finished  # every row, the baselines, the calibrations and the end
+    after = _counts(home)
+
+    assert main(["merge", str(away), "--into", str(home)]) == 0  # twice: nothing more
+    assert "0 of them brought up to date (0 row(s) added)" in " ".join(capsys.readouterr().out.split())
+    assert _counts(home) == after and _state(home) == finished
+
+
+def test_an_unfinished_copy_does_not_take_the_end_of_a_session_that_got_further(tmp_path, triton_task):
+    home, away = tmp_path / "home.db", tmp_path / "away.db"
+    _cut_short(home, triton_task, 4, killed=False)
+    shutil.copy(home, away)  # the copy stays behind; home resumes and finishes
+    _run(home, triton_task, _Calibrated(), resume=1)
+    finished = _state(home)
+    cache = Cache.open(home)
+    try:
+        assert cache.merge_from(away)["extended_sessions"] == 0
+    finally:
+        cache.close()
+    assert _state(home) == finished
+
+
+def test_two_histories_of_one_session_are_refused_and_change_nothing(tmp_path, triton_task, capsys):
+    home, away = tmp_path / "home.db", tmp_path / "away.db"
+    _cut_short(home, triton_task, 4, killed=False)
+    shutil.copy(home, away)
+    _run(away, triton_task, _Calibrated(), resume=1)
+    generation, ordinal, key, _ = _state(away)[1][-1]  # a place only the copy's resume reached ...
+    cache = Cache.open(home)
+    try:  # ... where home, continued another way, recorded another config
+        other = next(r for r in cache.session_evaluations(1) if r.candidate.key != key)
+        cache.record(1, triton_task.fingerprint, generation, ordinal, other.candidate, other.result)
+    finally:
+        cache.close()
+    before, state = home.read_bytes(), _state(home)
+
+    assert main(["merge", str(away), "--into", str(home)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("autotune: error:") and "\n" not in error
+    assert "session 1" in error and f"generation {generation}, ordinal {ordinal}" in error
+    assert home.read_bytes() == before and _state(home) == state

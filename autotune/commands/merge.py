@@ -1,7 +1,9 @@
 """`autotune merge SOURCE... [--into cache.db]`: bring measurements made elsewhere home.
 
 Typical use: tune on a GPU machine into a copy of cache.db, copy it back, merge it.  Sessions
-are renumbered; merging the same file twice adds nothing.
+are renumbered; a session the copy continued (`tune --resume`, an experiment cell run again) is
+brought up to date with the rows and the end it got there; merging the same file twice adds
+nothing.  A copy whose session went another way than the one here is refused, nothing of it merged.
 """
 
 from __future__ import annotations
@@ -40,9 +42,10 @@ def run(args: argparse.Namespace, console: Any) -> int:
             except sqlite3.DatabaseError as error:  # damage found only once the rows are read
                 raise UserError(f"merging {source} into {target} failed, nothing of it was merged: {error} "
                                 f"(sqlite3 FILE 'PRAGMA integrity_check' shows which file is damaged)") from None
-            console.print(f"{source}: {counts['sessions']} session(s), {counts['evaluations']} evaluation(s), "
-                          f"{counts['baselines']} baseline(s) merged into {target}; "
-                          f"{counts['skipped_sessions']} session(s) already there")
+            console.print(f"{source}: {counts['sessions']} new session(s) with {counts['evaluations']} evaluation(s) "
+                          f"and {counts['baselines']} baseline(s) merged into {target}; "
+                          f"{counts['skipped_sessions']} session(s) already there, {counts['extended_sessions']} "
+                          f"of them brought up to date ({counts['extended_rows']} row(s) added)")
             created = False
     finally:
         cache.close()

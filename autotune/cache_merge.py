@@ -1,0 +1,137 @@
+"""Merging another database's sessions into this one (`Cache.merge_from`, `autotune merge`).
+
+Part of the cache: the source database is attached as `other` to the target's connection and
+everything happens in one transaction.  New sessions are copied under new ids; a session both
+databases hold (a copy resumed elsewhere) is brought up to date row by row, or refused when the
+two copies recorded different configs at one place.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Mapping
+
+from autotune.cache_schema import transaction
+from autotune.errors import UserError
+
+
+def merge_into(conn: sqlite3.Connection, path: str | Path, target_columns: Mapping[str, list[str]],
+               source_columns: Mapping[str, list[str]], session_columns: list[str]) -> dict[str, int]:
+    """Merge the database at `path` into the one `conn` is open on (see `Cache.merge_from`).
+    Returns counts: new sessions and their rows per table, sessions already here, and how many
+    of those were brought up to date with how many rows."""
+    columns = {table: [c for c in target_columns[table]  # none for a table the source's schema lacks
+                       if c not in ("id", "session_id") and c in source_columns.get(table, ())]
+               for table in _NATURAL_KEYS}
+    counts = dict.fromkeys(("sessions", *_NATURAL_KEYS, "skipped_sessions", "extended_sessions",
+                            "extended_rows"), 0)
+    conn.execute("ATTACH DATABASE ? AS other", (str(path),))
+    try:
+        with transaction(conn):
+            conn.execute("INSERT OR IGNORE INTO spaces SELECT * FROM other.spaces")
+            conn.execute("INSERT OR IGNORE INTO aliases SELECT * FROM other.aliases")
+            listed = [c for c in session_columns if c != "id"]
+            for row in conn.execute(f"SELECT id, {', '.join(listed)} FROM other.sessions ORDER BY id").fetchall():
+                old_id, values = row[0], dict(zip(listed, row[1:]))
+                here = _same_session(conn, values)
+                if here is None:
+                    counts["sessions"] += 1
+                    for table, added in _copy_session(conn, columns, old_id, values).items():
+                        counts[table] += added
+                    continue
+                counts["skipped_sessions"] += 1
+                added = _bring_up_to_date(conn, columns, here, old_id, values, path)
+                if added is not None:
+                    counts["extended_sessions"] += 1
+                    counts["extended_rows"] += added
+    finally:
+        conn.execute("DETACH DATABASE other")
+    return counts
+
+
+# What makes a row of a session the same row in two copies of a database: evaluations are unique
+# per place in the search; a session measures each baseline once; a calibration is taken anew
+# each time the session is (re)started, so its time tells two apart.
+_NATURAL_KEYS: dict[str, tuple[str, ...]] = {
+    "evaluations": ("generation", "ordinal"),
+    "baselines": ("name",),
+    "calibrations": ("worker", "config_key", "created"),
+}
+
+
+def _same_session(conn: sqlite3.Connection, values: Mapping[str, Any]) -> int | None:
+    """The id here of the session the source's `values` describe, or None (identity: space,
+    strategy, seed, device and start time, which a resume keeps)."""
+    row = conn.execute(
+        "SELECT id FROM main.sessions WHERE space_fingerprint=? AND strategy=? AND seed IS ? AND device=?"
+        " AND started=?",
+        (values["space_fingerprint"], values["strategy"], values["seed"], values["device"], values["started"]),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def _copy_session(conn: sqlite3.Connection, columns: Mapping[str, list[str]], source_id: int,
+                  values: Mapping[str, Any]) -> dict[str, int]:
+    """Add the source's session here under a new id, with all its rows.  Rows added per table."""
+    names = ", ".join(values)
+    new_id = conn.execute(f"INSERT INTO main.sessions({names}) VALUES ({', '.join('?' * len(values))})",
+                          tuple(values.values())).lastrowid
+    return _copy_rows(conn, columns, int(new_id), source_id)
+
+
+def _copy_rows(conn: sqlite3.Connection, columns: Mapping[str, list[str]], target_id: int,
+               source_id: int) -> dict[str, int]:
+    """Copy a source session's rows into a session here, leaving out each row whose natural key
+    the session here already has (none, for a session just created).  Rows added per table."""
+    added = {}
+    for table, cols in columns.items():
+        if not cols:
+            added[table] = 0
+            continue
+        same = " AND ".join(f"t.{c} = o.{c}" for c in _NATURAL_KEYS[table])
+        cursor = conn.execute(
+            f"INSERT INTO main.{table}(session_id, {', '.join(cols)}) SELECT ?, {', '.join('o.' + c for c in cols)}"
+            f" FROM other.{table} o WHERE o.session_id = ? AND NOT EXISTS"
+            f" (SELECT 1 FROM main.{table} t WHERE t.session_id = ? AND {same}) ORDER BY o.id",
+            (target_id, source_id, target_id))
+        added[table] = cursor.rowcount
+    return added
+
+
+def _bring_up_to_date(conn: sqlite3.Connection, columns: Mapping[str, list[str]], target_id: int, source_id: int,
+                      source: Mapping[str, Any], path: str | Path) -> int | None:
+    """Add to session `target_id` what the source's copy of it recorded after the two parted (a
+    resume elsewhere), and take the copy's end where the copy got further.  The rows added, or
+    None where the session here was already up to date."""
+    _refuse_another_history(conn, target_id, source_id, source, path)
+    count = "SELECT COUNT(*) FROM {}.evaluations WHERE session_id = ?"
+    theirs = conn.execute(count.format("other"), (source_id,)).fetchone()[0]
+    ours = conn.execute(count.format("main"), (target_id,)).fetchone()[0]
+    (ended,) = conn.execute("SELECT ended FROM main.sessions WHERE id = ?", (target_id,)).fetchone()
+    # Further along: more rows, or as many and finished where this one is not.  A copy with fewer
+    # rows is behind even when it says it ended: its end would misdescribe the longer history.
+    further = theirs > ours or (theirs == ours and ended is None and source["ended"] is not None)
+    added = sum(_copy_rows(conn, columns, target_id, source_id).values())
+    if further:
+        conn.execute("UPDATE main.sessions SET ended = ?, exit_reason = ?, best_key = ?, options = ? WHERE id = ?",
+                     (source["ended"], source["exit_reason"], source["best_key"], source["options"], target_id))
+    return added if added or further else None
+
+
+def _refuse_another_history(conn: sqlite3.Connection, target_id: int, source_id: int, source: Mapping[str, Any],
+                            path: str | Path) -> None:
+    """Refuse (UserError, one line) a source whose copy of the session recorded another config
+    than this one at some place: the two continued differently, and no merge of them is true."""
+    clash = conn.execute(
+        "SELECT o.generation, o.ordinal, o.config_key, t.config_key FROM other.evaluations o JOIN main.evaluations t"
+        " ON t.session_id = ? AND t.generation = o.generation AND t.ordinal = o.ordinal"
+        " WHERE o.session_id = ? AND o.config_key != t.config_key ORDER BY o.generation, o.ordinal LIMIT 1",
+        (target_id, source_id)).fetchone()
+    if clash:
+        generation, ordinal, theirs, ours = clash
+        raise UserError(
+            f"cannot merge {path}: its session {source_id} is session {target_id} here ({source['kernel']} "
+            f"{source['strategy']} seed {source['seed']}), but the two copies recorded different configs at "
+            f"generation {generation}, ordinal {ordinal} ({theirs} there, {ours} here): they are two histories "
+            f"of one session, so nothing of {path} was merged")
