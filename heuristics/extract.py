@@ -68,7 +68,8 @@ def facts_from_bound(kernel: str, shape: tuple[int, ...], dtype: str, bound: Any
     extents = {bid: s.size_hint for s in spec.block_sizes for bid in s.block_ids}
     graphs = _graphs(bound, notes)
 
-    matmuls = tuple(_matmul_fact(m, block_slots) for m in getattr(spec, "matmul_facts", []) or [])
+    precision = getattr(getattr(bound, "settings", None), "dot_precision", None)
+    matmuls = tuple(_matmul_fact(m, block_slots, precision) for m in getattr(spec, "matmul_facts", []) or [])
     reductions: list[ReductionFact] = []
     kernel_fact = getattr(spec, "reduction_kernel_fact", None)
     if kernel_fact is not None:
@@ -110,7 +111,7 @@ def _slots(items: Iterable[Any], key: str) -> dict[int, str]:
     return slots
 
 
-def _matmul_fact(fact: Any, block_slots: dict[int, str]) -> MatmulFact:
+def _matmul_fact(fact: Any, block_slots: dict[int, str], dot_precision: str | None) -> MatmulFact:
     from autotune.kernels.registry import dtype_name
 
     def slot(block_id: int | None) -> str | None:
@@ -121,6 +122,7 @@ def _matmul_fact(fact: Any, block_slots: dict[int, str]) -> MatmulFact:
         lhs_dtype=dtype_name(fact.lhs_dtype), rhs_dtype=dtype_name(fact.rhs_dtype),
         m_block_id=fact.m_block_id, n_block_id=fact.n_block_id, k_block_id=fact.k_block_id,
         m_slot=slot(fact.m_block_id), n_slot=slot(fact.n_block_id), k_slot=slot(fact.k_block_id),
+        dot_precision=str(dot_precision) if dot_precision is not None else None,
     )
 
 

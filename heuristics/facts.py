@@ -4,7 +4,8 @@ Our own frozen types, so rules never depend on a compiler's internal classes and
 fact can be printed and recorded (`as_record`).  They are formed from a bound Helion
 kernel by `heuristics.extract`.
 
-* `MatmulFact`: one matrix product, its M/K/N extents and which space slots tile them.
+* `MatmulFact`: one matrix product, its M/K/N extents, which space slots tile them and the
+  kernel's dot precision.
 * `ReductionFact`: one reduction axis, its extent, whether it is resident (one tile, no
   slot), loopable by the compiler (a `reduction_loops[i]` slot) or looped by the kernel
   itself (a `block_sizes[j]` slot), and the reduction operations over it.
@@ -39,6 +40,9 @@ class MatmulFact:
     m_slot: str | None
     n_slot: str | None
     k_slot: str | None
+    # The kernel's `dot_precision` setting ("ieee", "tf32", "tf32x3"; None when not read):
+    # IEEE fp32 products run on the CUDA cores, the others on tensor cores.
+    dot_precision: str | None = None
 
     @property
     def n_resident(self) -> bool:

@@ -5,25 +5,33 @@ accumulator holds whole output rows, so the epilogue reduces in registers).  It 
 
 * M_BLOCK: the largest power of two whose fp32 accumulator M_BLOCK * N_pad * 4 bytes fits
   ACC_REGISTER_BUDGET_BYTES, capped at MAX_M_BLOCK_16BIT scaled by the operand itemsize
-  (64 for fp16/bf16, 32 for fp32) and raised to the space's smallest block;
+  (64 for fp16/bf16, 32 for fp32) and never below MIN_M_BLOCK; then halved (not below
+  MIN_M_BLOCK) while the grid would have fewer than MIN_PROGRAMS_PER_SM programs per SM, so
+  short matrices still fill the device.  IEEE fp32 products (CUDA cores, no tensor cores)
+  take MIN_M_BLOCK;
 * K_BLOCK and num_stages from bands, so that the staged operand tiles fit a cap derived
   from the device's shared memory per block.  The footprint is
 
-      staged_bytes = num_stages * K_BLOCK * (M_BLOCK + N_pad) * itemsize
+      staged_bytes = max(1, num_stages - 1) * K_BLOCK * (M_BLOCK + N_pad) * itemsize
 
-  i.e. `num_stages` buffers of the x tile [M_BLOCK, K_BLOCK] and the w tile [K_BLOCK, N_pad],
-  where N_pad is N rounded up to a power of two (the tile Triton allocates).  The issue's
-  simplified form drops the small x tile: num_stages * K_BLOCK * N * itemsize.  When over
-  the cap, K_BLOCK drops first (32 -> 16), then num_stages (3 -> 2 -> 1);
-* M_BLOCK again, for occupancy: halved (not below MIN_M_BLOCK_FOR_OCCUPANCY) while the grid
-  would have fewer than MIN_PROGRAMS_PER_SM programs per SM, so short matrices still fill
-  the device;
-* num_warps: 4 while the accumulator has at most WARPS_RAMP_ELEMENTS elements, else 8;
-  with 8 warps and 16-bit operands K_BLOCK = WIDE_K_BLOCK is tried first, under a higher cap.
+  i.e. the x tile [M_BLOCK, K_BLOCK] and the w tile [K_BLOCK, N_pad] (N_pad: N rounded up
+  to a power of two, the tile Triton allocates), buffered num_stages - 1 times: Triton's
+  pipeliner keeps that many loads in flight (one buffer without pipelining).  When over
+  the cap, K_BLOCK drops first (32 -> 16), then num_stages (3 -> 2 -> 1).  IEEE fp32
+  products take one stage (nothing to pipeline into tensor cores) and K_BLOCK under the
+  same cap;
+* num_warps: 8 when the accumulator has more than WARPS_RAMP_ELEMENTS elements or the grid
+  has fewer than FEW_PROGRAMS_PER_SM programs per SM, else 4; with 8 warps and 16-bit
+  operands K_BLOCK = WIDE_K_BLOCK at the most stages is tried first.
 
 Past the feasible range (the staged footprint over the cap even at the smallest K_BLOCK
-and one stage, or the accumulator alone over the register file) it declines and says why:
+and one buffer, or the accumulator alone over the register file) it declines and says why:
 it never proposes a config that cannot fit.
+
+The constants were chosen on the grids the seed study recorded on the H100 (23 cells of
+seed 004's matmul + epilogue family, `experiments/seed_study/`); each comment below names
+the measurements behind it.  `python -m experiments.seed_study.whatif` scores a change of any
+of them on those grids without a GPU.
 """
 
 from __future__ import annotations
@@ -31,22 +39,29 @@ from __future__ import annotations
 from typing import Any
 
 from heuristics.device import DeviceLimits
-from heuristics.facts import KernelFacts, MatmulWithReductionEpilogueFact
+from heuristics.facts import KernelFacts, MatmulFact, MatmulWithReductionEpilogueFact
 from heuristics.rules import Declined, Rule, Seed, point, register_rule
 
 NAME = "matmul_epilogue_resident"
 
-# Bytes of registers the fp32 [M_BLOCK, N] accumulator may take: half of the H100's 256 KB
-# register file per SM (65536 32-bit registers), the budget (ACC_BUDGET_BYTES = 128 KiB)
-# that Helion PR #2846 measured on the H100: its seeds beat Helion's default 1.3-2.4x at
-# N <= 512 and 1.55-29.7x at larger N.
-ACC_REGISTER_BUDGET_BYTES = 131072
+# Bytes of registers the fp32 [M_BLOCK, N] accumulator may take: the H100's whole register
+# file per SM (65536 32-bit registers).  Helion PR #2846 used half of it (128 KiB); the
+# recorded grids' best at N = 2048 bf16 holds an accumulator of the whole file, M_BLOCK 32
+# (131072x512x2048: 2.397 ms against 2.557 at M_BLOCK 16; 131072x4096x2048: 18.28 against
+# 19.35).  At N <= 1024 the dtype cap or the occupancy step decides, as before.
+ACC_REGISTER_BUDGET_BYTES = 262144
 # The whole register file of one SM (H100: 65536 x 4 bytes).  An accumulator larger than
 # this cannot stay in registers at the smallest M_BLOCK: the rule declines.
 REGISTER_FILE_BYTES = 262144
 # Largest M_BLOCK for 16-bit operands, halved for fp32 (dtype-scaled as in PR #2846, whose
 # measured seeds used M_BLOCK = 64 for bf16 and 32 for fp32 at small N).
 MAX_M_BLOCK_16BIT = 64
+# The smallest M_BLOCK the rule proposes: tl.dot's smallest M tile.  Below it the product
+# wastes the tensor cores (131072x512x4096 bf16: M_BLOCK 8, 1 stage 15.47 ms; M_BLOCK 16,
+# 2 stages 6.62 ms).  It is also the M_BLOCK of IEEE fp32 products, whose best recorded
+# M_BLOCK was 16 in all four fp32 cells (131072x512x512: 1.496 ms against 1.760 at 32;
+# 1024^3 layernorm: 0.123 against 0.268 at 32, both K_BLOCK 32, 8 warps, 1 stage).
+MIN_M_BLOCK = 16
 # K_BLOCK bands, tried in order: 32, then 16 when the staged tiles do not fit.  PR #2846
 # drops 32 -> 16 first: it halves the staged bytes and avoids a K_BLOCK=32 ptxas cliff it
 # measured at large N.
@@ -54,41 +69,55 @@ K_BLOCK_BANDS = (32, 16)
 # num_stages bands, tried in order after K_BLOCK has dropped (PR #2846 used 3 stages and
 # fell back to 1).
 NUM_STAGES_BANDS = (3, 2, 1)
+# Stages of IEEE fp32 products: nothing to pipeline into tensor cores.  Recorded: one stage
+# is the best or within 2% of it in all four fp32 cells (131072x512x512, M 16, K 16, 4 warps:
+# 1.496 ms against 1.696 at 2 stages; 2048^3: 0.505 against 0.498 at 2 stages).
+CUDA_CORE_STAGES = 1
 # Fraction of the device's shared memory per block that the staged operand tiles may use;
 # the rest is left to the epilogue's cross-warp reduction scratch, barriers, and the gap
 # between this footprint model and Triton's allocator.  On the H100 (232448 bytes) it
-# gives 197580 bytes, about the 192 KiB staged budget PR #2846 measured to compile at every
-# band it emitted (N <= 4096 for bf16, N <= 2048 for fp32).
+# gives 197580 bytes.  Against the device's 232448 bytes, num_stages - 1 buffers classify
+# 1656 of the 1733 grid configs recorded as 'ok' or 'out_of_resources' correctly
+# (num_stages buffers: 1632), and admit the tiles that were fastest where they differ:
+# 131072x512x4096 bf16, M 16, K 16, 2 stages (6.62 ms; 2 x 131584 B under the num_stages
+# model, over the device's 232448 B) and 131072x512x2048 bf16, M 32, K 16, 3 stages
+# (2.397 ms).  Over IEEE fp32
+# tiles the cap is not a limit (1-stage tiles over it compiled) but a size guide that
+# picked the best recorded K_BLOCK in all four fp32 cells.
 STAGED_SMEM_FRACTION = 0.85
-# num_warps ramp: 4 warps while the accumulator has at most this many elements (128 fp32
-# registers per thread at 4 warps), else 8; PR #2846's measured ramp.
+# num_warps: 4 while the accumulator has at most this many elements (128 fp32 registers
+# per thread at 4 warps), else 8; PR #2846's measured ramp.
 WARPS_RAMP_ELEMENTS = 16384
 WARPS_SMALL, WARPS_LARGE = 4, 8
-# A wider K_BLOCK tried first for 16-bit operands at 8 warps, with the most stages, against a
-# cap of WIDE_K_SMEM_FRACTION of shared memory per block.  Measured on the H100 (the seed
-# study's grids in cache.db): at N = 512 bf16, M_BLOCK 64, 8 warps, 3 stages, K_BLOCK 64
-# (221184 B staged, 0.95 of 232448) compiled and beat 32 by 10-18% in all four cells
-# (rmsnorm 131072x256x512 0.124 vs 0.136 ms, 65536x512x512 0.087 vs 0.103, softmax
-# 131072x256x512 0.156 vs 0.172, layernorm 131072x512x512 0.174 vs 0.205).  At 4 warps
-# K_BLOCK 64 lost 21-28% (all seven N = 256 cells), and raising the cap for the other bands
-# too lost (fp32 131072x512x512: K_BLOCK 32 2.85 ms vs 16 1.66; 131072x512x2048 bf16: 3
-# stages 2.67 vs 2 stages 2.56), so only this band gets the higher cap.
+# A grid with fewer programs than this per SM leaves SMs idle: each program gets 8 warps.
+# Recorded at 1024^3 bf16 (64 programs of M_BLOCK 16 on 132 SMs), K 32, 3 stages, 8 against
+# 4 warps: layernorm 0.0307 vs 0.0500 ms, rmsnorm 0.0293 vs 0.0490, logsumexp 0.0281 vs
+# 0.0494.  (It costs at 512^3 bf16, a 12 us kernel: 0.0140 against 0.0122 ms at 4 warps.)
+FEW_PROGRAMS_PER_SM = 1.0
+# A wider K_BLOCK tried first for 16-bit operands at 8 warps, with the most stages.  Measured
+# on the H100 (the seed study's grids in cache.db): at N = 512 bf16, M_BLOCK 64, 8 warps, 3
+# stages, K_BLOCK 64 compiled and beat 32 by 10-18% in all four cells (rmsnorm 131072x256x512 0.124 vs 0.136
+# ms, 65536x512x512 0.087 vs 0.103, softmax 131072x256x512 0.156 vs 0.172, layernorm
+# 131072x512x512 0.174 vs 0.205).  At 4 warps K_BLOCK 64 lost 21-28% (all seven N = 256
+# cells), so only 8 warps get it.
 WIDE_K_BLOCK = 64
-WIDE_K_SMEM_FRACTION = 0.96
 # Occupancy: the fewest programs per SM the grid should give.  With M = 512 or 1024 rows the
-# budget's M_BLOCK (64, 32) gives 8 to 32 programs for 132 SMs; the recorded grids' best used
+# budget's M_BLOCK (64) gives 8 to 16 programs for 132 SMs; the recorded grids' best used
 # M_BLOCK 16 there (layernorm 512^3 bf16: 0.0122 ms at M 16, 4 warps vs 0.0132 at M 64, 8
 # warps, both K 64 and 3 stages; 1024^3 bf16: 0.0307 at M 16 vs 0.0369 at M 32, both K 32,
-# 8 warps, 3 stages).  Half a program per SM is
-# where M_BLOCK 16 is chosen for both and 131072-row matrices are untouched.
+# 8 warps, 3 stages).  Half a program per SM is where M_BLOCK 16 is chosen for both and
+# 131072-row matrices are untouched.
 MIN_PROGRAMS_PER_SM = 0.5
-# The smallest M_BLOCK the occupancy step goes down to: tl.dot's smallest M tile.
-MIN_M_BLOCK_FOR_OCCUPANCY = 16
+
+
+def staged_buffers(num_stages: int) -> int:
+    """Operand buffers in shared memory: num_stages - 1 loads in flight, one without pipelining."""
+    return max(1, num_stages - 1)
 
 
 def staged_bytes(num_stages: int, k_block: int, m_block: int, n_pad: int, itemsize: int) -> int:
     """Shared memory of the pipelined operand tiles (see the module docstring)."""
-    return num_stages * k_block * (m_block + n_pad) * itemsize
+    return staged_buffers(num_stages) * k_block * (m_block + n_pad) * itemsize
 
 
 def staged_cap(device: DeviceLimits) -> int:
@@ -101,6 +130,11 @@ def next_pow2(value: int) -> int:
 
 def prev_pow2(value: int) -> int:
     return 1 << (int(value).bit_length() - 1) if value >= 1 else 0
+
+
+def on_cuda_cores(matmul: MatmulFact, itemsize: int) -> bool:
+    """fp32 operands multiplied in IEEE precision: no tensor cores, no pipeline to feed them."""
+    return itemsize == 4 and matmul.dot_precision == "ieee"
 
 
 def _applies(facts: KernelFacts) -> bool:
@@ -124,25 +158,20 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
     if matmul.m_slot not in space.names or matmul.k_slot not in space.names:
         return Declined(NAME, f"the space has no M or K tile slot ({matmul.m_slot}, {matmul.k_slot})")
     itemsize = max(_itemsize(matmul.lhs_dtype), _itemsize(matmul.rhs_dtype))
+    cuda_cores = on_cuda_cores(matmul, itemsize)
     n_pad = next_pow2(matmul.n)
     m_values = sorted(space.parameter(matmul.m_slot).values())
     k_values = sorted(space.parameter(matmul.k_slot).values())
-    max_m = max(1, MAX_M_BLOCK_16BIT * 2 // itemsize)
-    m_block = max(1, min(max_m, prev_pow2(ACC_REGISTER_BUDGET_BYTES // (n_pad * 4))))
-    m_block = min(max(m_block, m_values[0]), m_values[-1])
-    m_block = _for_occupancy(m_block, matmul.m, device, max(m_values[0], MIN_M_BLOCK_FOR_OCCUPANCY))
+    m_block = _m_block(matmul, n_pad, itemsize, cuda_cores, m_values, device)
     accumulator = m_block * n_pad * 4
+    warps = _warps(m_block, n_pad, matmul.m, device)
     cap = staged_cap(device)
-    warps = WARPS_SMALL if m_block * n_pad <= WARPS_RAMP_ELEMENTS else WARPS_LARGE
     k_bands = [min(max(k, k_values[0]), k_values[-1]) for k in K_BLOCK_BANDS]
-    choice = _fit(k_bands, m_block, n_pad, itemsize, cap)
-    if warps == WARPS_LARGE and itemsize == 2 and WIDE_K_BLOCK in k_values:
-        wide_cap = int(device.smem_per_block * WIDE_K_SMEM_FRACTION)
-        if staged_bytes(NUM_STAGES_BANDS[0], WIDE_K_BLOCK, m_block, n_pad, itemsize) <= wide_cap:
-            choice, cap = (WIDE_K_BLOCK, NUM_STAGES_BANDS[0]), wide_cap
+    wide = warps == WARPS_LARGE and itemsize == 2 and not cuda_cores and WIDE_K_BLOCK in k_values
+    choice = _fit(_bands(([WIDE_K_BLOCK] if wide else []) + k_bands, cuda_cores), m_block, n_pad, itemsize, cap)
     if choice is None:
-        smallest = staged_bytes(NUM_STAGES_BANDS[-1], k_bands[-1], m_block, n_pad, itemsize)
-        return Declined(NAME, f"N={matmul.n}: even K_BLOCK={k_bands[-1]} with {NUM_STAGES_BANDS[-1]} stage needs "
+        smallest = staged_bytes(1, k_bands[-1], m_block, n_pad, itemsize)
+        return Declined(NAME, f"N={matmul.n}: even K_BLOCK={k_bands[-1]} with one buffer needs "
                               f"{smallest} B of staged operand tiles, over the {cap} B cap "
                               f"({STAGED_SMEM_FRACTION:g} of {device.smem_per_block} B shared memory per block)")
     if accumulator > REGISTER_FILE_BYTES:
@@ -154,24 +183,23 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
         return Declined(NAME, f"M_BLOCK={m_block}, K_BLOCK={k_block}, {stages} stages, {warps} warps is not a "
                               "point of this space")
     footprint = staged_bytes(stages, k_block, m_block, n_pad, itemsize)
-    budget = (f"within {ACC_REGISTER_BUDGET_BYTES} B" if accumulator <= ACC_REGISTER_BUDGET_BYTES else
-              f"over the {ACC_REGISTER_BUDGET_BYTES} B budget at the smallest M_BLOCK, within the "
-              f"{REGISTER_FILE_BYTES} B register file")
-    reason = (f"fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B {budget}; "
-              f"staged {stages} x {k_block} x ({m_block} + {n_pad}) x {itemsize} = {footprint} B within {cap} B; "
-              f"{warps} warps")
-    constants = {
-        "ACC_REGISTER_BUDGET_BYTES": ACC_REGISTER_BUDGET_BYTES, "MAX_M_BLOCK_16BIT": MAX_M_BLOCK_16BIT,
-        "K_BLOCK_BANDS": list(K_BLOCK_BANDS), "WIDE_K_BLOCK": WIDE_K_BLOCK,
-        "WIDE_K_SMEM_FRACTION": WIDE_K_SMEM_FRACTION, "NUM_STAGES_BANDS": list(NUM_STAGES_BANDS),
-        "MIN_PROGRAMS_PER_SM": MIN_PROGRAMS_PER_SM, "MIN_M_BLOCK_FOR_OCCUPANCY": MIN_M_BLOCK_FOR_OCCUPANCY,
-        "sm_count": device.sm_count,
-        "STAGED_SMEM_FRACTION": STAGED_SMEM_FRACTION, "smem_per_block": device.smem_per_block,
-        "smem_source": device.source, "staged_cap": cap, "WARPS_RAMP_ELEMENTS": WARPS_RAMP_ELEMENTS,
-        "REGISTER_FILE_BYTES": REGISTER_FILE_BYTES, "n_pad": n_pad, "itemsize": itemsize,
-        "staged_bytes": footprint,
-    }
-    return [Seed(params=params, rule=NAME, reason=reason, facts=(fact,), constants=constants)]
+    units = "CUDA cores (IEEE fp32 products)" if cuda_cores else "tensor cores"
+    reason = (f"{units}; fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B within "
+              f"{ACC_REGISTER_BUDGET_BYTES} B; staged {staged_buffers(stages)} buffer(s) x {k_block} x "
+              f"({m_block} + {n_pad}) x {itemsize} = {footprint} B within {cap} B ({stages} stages); {warps} warps")
+    return [Seed(params=params, rule=NAME, reason=reason, facts=(fact,),
+                 constants=_constants(device, cap, n_pad, itemsize, footprint, cuda_cores))]
+
+
+def _m_block(matmul: MatmulFact, n_pad: int, itemsize: int, cuda_cores: bool, m_values: list[int],
+             device: DeviceLimits) -> int:
+    floor = max(m_values[0], MIN_M_BLOCK)
+    if cuda_cores:
+        return min(floor, m_values[-1])
+    max_m = max(1, MAX_M_BLOCK_16BIT * 2 // itemsize)
+    m_block = max(1, min(max_m, prev_pow2(ACC_REGISTER_BUDGET_BYTES // (n_pad * 4))))
+    m_block = min(max(m_block, floor), m_values[-1])
+    return _for_occupancy(m_block, matmul.m, device, floor)
 
 
 def _for_occupancy(m_block: int, m: int | None, device: DeviceLimits, floor: int) -> int:
@@ -184,16 +212,42 @@ def _for_occupancy(m_block: int, m: int | None, device: DeviceLimits, floor: int
     return m_block
 
 
-def _fit(k_bands: list[int], m_block: int, n_pad: int, itemsize: int, cap: int) -> tuple[int, int] | None:
-    """K_BLOCK drops first (at the most stages), then the stages (at the smallest K_BLOCK)."""
-    most_stages = NUM_STAGES_BANDS[0]
-    for k_block in k_bands:
-        if staged_bytes(most_stages, k_block, m_block, n_pad, itemsize) <= cap:
-            return k_block, most_stages
-    for stages in NUM_STAGES_BANDS[1:]:
-        if staged_bytes(stages, k_bands[-1], m_block, n_pad, itemsize) <= cap:
-            return k_bands[-1], stages
+def _warps(m_block: int, n_pad: int, m: int | None, device: DeviceLimits) -> int:
+    """8 warps for a large accumulator or a grid too small to give every SM a program."""
+    few_programs = m is not None and -(-m // m_block) < FEW_PROGRAMS_PER_SM * device.sm_count
+    return WARPS_LARGE if m_block * n_pad > WARPS_RAMP_ELEMENTS or few_programs else WARPS_SMALL
+
+
+def _bands(k_bands: list[int], cuda_cores: bool) -> list[tuple[int, int]]:
+    """(K_BLOCK, stages) in the order tried: K_BLOCK drops first (at the most stages), then
+    the stages (at the smallest K_BLOCK); CUDA-core products try each K_BLOCK at one stage."""
+    if cuda_cores:
+        return [(k_block, CUDA_CORE_STAGES) for k_block in k_bands]
+    most = NUM_STAGES_BANDS[0]
+    return [(k_block, most) for k_block in k_bands] + [(k_bands[-1], s) for s in NUM_STAGES_BANDS[1:]]
+
+
+def _fit(bands: list[tuple[int, int]], m_block: int, n_pad: int, itemsize: int, cap: int) -> tuple[int, int] | None:
+    for k_block, stages in bands:
+        if staged_bytes(stages, k_block, m_block, n_pad, itemsize) <= cap:
+            return k_block, stages
     return None
+
+
+def _constants(device: DeviceLimits, cap: int, n_pad: int, itemsize: int, footprint: int,
+               cuda_cores: bool) -> dict[str, Any]:
+    """What a seed records about how it was sized (the rule's constants and the derived values)."""
+    return {
+        "ACC_REGISTER_BUDGET_BYTES": ACC_REGISTER_BUDGET_BYTES, "MAX_M_BLOCK_16BIT": MAX_M_BLOCK_16BIT,
+        "MIN_M_BLOCK": MIN_M_BLOCK, "K_BLOCK_BANDS": list(K_BLOCK_BANDS), "WIDE_K_BLOCK": WIDE_K_BLOCK,
+        "NUM_STAGES_BANDS": list(NUM_STAGES_BANDS),
+        "CUDA_CORE_STAGES": CUDA_CORE_STAGES, "MIN_PROGRAMS_PER_SM": MIN_PROGRAMS_PER_SM,
+        "FEW_PROGRAMS_PER_SM": FEW_PROGRAMS_PER_SM, "sm_count": device.sm_count,
+        "STAGED_SMEM_FRACTION": STAGED_SMEM_FRACTION, "smem_per_block": device.smem_per_block,
+        "smem_source": device.source, "staged_cap": cap, "WARPS_RAMP_ELEMENTS": WARPS_RAMP_ELEMENTS,
+        "REGISTER_FILE_BYTES": REGISTER_FILE_BYTES, "n_pad": n_pad, "itemsize": itemsize,
+        "staged_bytes": footprint, "cuda_cores": cuda_cores,
+    }
 
 
 RULE = register_rule(Rule(

@@ -25,7 +25,7 @@ def test_prints_facts_rules_and_the_seed_for_a_fused_kernel(capsys):
     assert code == 0
     for text in ("MatmulFact", "ReductionFact", "MatmulWithReductionEpilogueFact", "mean+mean",
                  "matmul_epilogue_resident", "fired: 1 seed(s)", "row_reduction", "not applicable",
-                 "block_sizes[1]=16", "staged"):
+                 "num_warps=8", "staged 2 buffer(s) x 32 x (16 + 1024)"):
         assert text in out, text
 
 

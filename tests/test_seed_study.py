@@ -123,7 +123,9 @@ def test_rows_hold_the_recorded_times_and_ratios(report_dir):
     assert rms["seed_vs_default"] == pytest.approx(4.0) and rms["seed_vs_grid_best"] == pytest.approx(0.98)
     assert rms["seed_vs_torch_compile"] == pytest.approx(0.5) and rms["seed_vs_torch"] == pytest.approx(2.0)
     assert rms["seed_vs_helion_seed"] == pytest.approx(0.98)  # Helion's seed is a grid point (0.49 ms)
-    assert rms["seed_label"] == "seed 1: matmul_epilogue_resident" and rms["seed_tiles"].startswith("M 16, K 32")  # 256 rows: M_BLOCK 16 fills more SMs
+    # 256 rows: M_BLOCK 16 and 8 warps (16 programs for 132 SMs), so the wide K band
+    assert rms["seed_label"] == "seed 1: matmul_epilogue_resident"
+    assert rms["seed_tiles"].startswith("M 16, K 64, 8 warps")
     assert rms["regime"] == "fixture-regime" and not rms["rescue"] and not rms["infeasible"]
     ln = cells["matmul-layernorm 128x64x1024 bfloat16"]
     assert ln["rescue"] and ln["default"] == {"ms": None, "status": "out_of_resources"}
@@ -131,7 +133,7 @@ def test_rows_hold_the_recorded_times_and_ratios(report_dir):
     sm = cells["matmul-softmax 256x128x256 bfloat16"]
     assert sm["grid_ms"] == pytest.approx(0.3) and sm["seed_vs_default"] == pytest.approx(0.75)
     mx = cells["matmul-max 64x64x8192 bfloat16"]
-    assert mx["infeasible"] and mx["seed"] is None and "K_BLOCK=16 with 1 stage" in mx["seed_label"]
+    assert mx["infeasible"] and mx["seed"] is None and "K_BLOCK=16 with one buffer" in mx["seed_label"]
     assert mx["helion_seed"] is None and mx["grid_ms"] == pytest.approx(1.0)
 
 
@@ -347,9 +349,9 @@ def test_the_present_rule_replays_to_its_recorded_seeds(study_db):
 
 
 def test_a_variant_seed_inside_the_grid_gets_the_grids_time_and_one_outside_is_said_so(study_db):
-    smaller_k = _whatif(study_db, {"K_BLOCK_BANDS": (16,)})
+    smaller_k = _whatif(study_db, {"WIDE_K_BLOCK": 32})  # no K_BLOCK wider than 32
     moved = smaller_k["matmul-rmsnorm 256x128x512 bfloat16"]
-    assert moved.present == (16, 32, 4, 3) and moved.variant == (16, 16, 4, 3)
+    assert moved.present == (16, 64, 8, 3) and moved.variant == (16, 32, 8, 3)
     assert moved.variant_ms == FIXTURE["matmul-rmsnorm", "256x128x512"]["other"]  # a grid point's recorded time
     kept = smaller_k["matmul-layernorm 128x64x1024 bfloat16"]
     assert kept.variant == kept.present and kept.variant_ms == 1.0
@@ -362,11 +364,11 @@ def test_a_variant_seed_inside_the_grid_gets_the_grids_time_and_one_outside_is_s
 def test_the_whatif_script_prints_its_table_and_refuses_bad_constants(study_db, capsys):
     from experiments.seed_study.whatif import main
 
-    assert main(["--db", str(study_db), "--dtype", "bfloat16", "--set", "K_BLOCK_BANDS=16"]) == 0
+    assert main(["--db", str(study_db), "--dtype", "bfloat16", "--set", "WIDE_K_BLOCK=32"]) == 0
     out = capsys.readouterr().out
-    assert "K_BLOCK_BANDS=(16,)" in out and "the variant changes the seed in 2" in out
-    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 16, K 32, 4 warps, 3 stages | 0.5000 | " \
-           "M 16, K 16, 4 warps, 3 stages | 0.4900 |" in out
+    assert "WIDE_K_BLOCK=32" in out and "the variant changes the seed in 2" in out
+    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 16, K 64, 8 warps, 3 stages | 0.5000 | " \
+           "M 16, K 32, 8 warps, 3 stages | 0.4900 |" in out
     for bad, words in (("NAME=x", "one of the rule's constants"), ("K_BLOCK_BANDS=a", "not a value of that type"),
                        ("STAGED_SMEM_FRACTION", "expected NAME=VALUE")):
         assert main(["--db", str(study_db), "--set", bad]) == 2
@@ -384,11 +386,11 @@ def test_the_report_scores_the_rule_as_checked_out_when_it_changed_since_recordi
         return (out / "README.md").read_text()
 
     assert "rule as checked out" not in report(tmp_path / "same")  # recorded with this very rule
-    monkeypatch.setattr(rule, "K_BLOCK_BANDS", (16,))  # the rule "changed" after the cells were recorded
+    monkeypatch.setattr(rule, "WIDE_K_BLOCK", 32)  # the rule "changed" after the cells were recorded
     text = report(tmp_path / "changed")
     assert "## The rule as checked out, on the recorded grids" in text
-    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 16, K 32, 4 warps, 3 stages | 0.5000 | " \
-           "M 16, K 16, 4 warps, 3 stages | 0.4900 |" in text
+    assert "| matmul-rmsnorm 256x128x512 bfloat16 | M 16, K 64, 8 warps, 3 stages | 0.5000 | " \
+           "M 16, K 32, 8 warps, 3 stages | 0.4900 |" in text
     # rmsnorm: default 2.0 / 0.49; softmax: 0.3 / its grid's 0.6; the rescue cell has no timed default
     assert "seed/default, geometric mean over the 2 cells where both were timed: " \
            f"{math.sqrt(2.0 / 0.49 * 0.3 / 0.6):.2f}x" in text
