@@ -184,8 +184,10 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
                               "point of this space")
     footprint = staged_bytes(stages, k_block, m_block, n_pad, itemsize)
     units = "CUDA cores (IEEE fp32 products)" if cuda_cores else "tensor cores"
-    reason = (f"{units}; fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B within "
-              f"{ACC_REGISTER_BUDGET_BYTES} B; staged {staged_buffers(stages)} buffer(s) x {k_block} x "
+    budget = (f"within {ACC_REGISTER_BUDGET_BYTES} B" if accumulator <= ACC_REGISTER_BUDGET_BYTES else
+              f"over the {ACC_REGISTER_BUDGET_BYTES} B budget at the smallest M_BLOCK, within the "
+              f"{REGISTER_FILE_BYTES} B register file")
+    reason = (f"{units}; fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B {budget}; staged {staged_buffers(stages)} buffer(s) x {k_block} x "
               f"({m_block} + {n_pad}) x {itemsize} = {footprint} B within {cap} B ({stages} stages); {warps} warps")
     return [Seed(params=params, rule=NAME, reason=reason, facts=(fact,),
                  constants=_constants(device, cap, n_pad, itemsize, footprint, cuda_cores))]
