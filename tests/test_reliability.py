@@ -46,7 +46,7 @@ def reference(tmp_path_factory) -> list[tuple[int, str, float]]:
     return rows(db)
 
 
-KILLS = 6
+KILLS = 4  # each kill costs two interpreter start-ups (~9 s on two cores)
 
 
 def test_sigkill_at_random_moments_loses_at_most_the_evaluation_in_flight(reference, tmp_path):
