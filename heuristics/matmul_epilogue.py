@@ -81,9 +81,8 @@ CUDA_CORE_STAGES = 1
 # (num_stages buffers: 1632), and admit the tiles that were fastest where they differ:
 # 131072x512x4096 bf16, M 16, K 16, 2 stages (6.62 ms; 2 x 131584 B under the num_stages
 # model, over the device's 232448 B) and 131072x512x2048 bf16, M 32, K 16, 3 stages
-# (2.397 ms).  Over IEEE fp32
-# tiles the cap is not a limit (1-stage tiles over it compiled) but a size guide that
-# picked the best recorded K_BLOCK in all four fp32 cells.
+# (2.397 ms).  Over IEEE fp32 tiles the cap is not a limit (1-stage tiles over it compiled)
+# but a size guide that picked the best recorded K_BLOCK in all four fp32 cells.
 STAGED_SMEM_FRACTION = 0.85
 # num_warps: 4 while the accumulator has at most this many elements (128 fp32 registers
 # per thread at 4 warps), else 8; PR #2846's measured ramp.
@@ -96,9 +95,9 @@ WARPS_SMALL, WARPS_LARGE = 4, 8
 FEW_PROGRAMS_PER_SM = 1.0
 # A wider K_BLOCK tried first for 16-bit operands at 8 warps, with the most stages.  Measured
 # on the H100 (the seed study's grids in cache.db): at N = 512 bf16, M_BLOCK 64, 8 warps, 3
-# stages, K_BLOCK 64 compiled and beat 32 by 10-18% in all four cells (rmsnorm 131072x256x512 0.124 vs 0.136
-# ms, 65536x512x512 0.087 vs 0.103, softmax 131072x256x512 0.156 vs 0.172, layernorm
-# 131072x512x512 0.174 vs 0.205).  At 4 warps K_BLOCK 64 lost 21-28% (all seven N = 256
+# stages, K_BLOCK 64 compiled and beat 32 by 10-18% in all four cells (rmsnorm
+# 131072x256x512 0.124 vs 0.136 ms, 65536x512x512 0.087 vs 0.103, softmax 131072x256x512
+# 0.156 vs 0.172, layernorm 131072x512x512 0.174 vs 0.205).  At 4 warps K_BLOCK 64 lost 21-28% (all seven N = 256
 # cells), so only 8 warps get it.
 WIDE_K_BLOCK = 64
 # Occupancy: the fewest programs per SM the grid should give.  With M = 512 or 1024 rows the
@@ -167,7 +166,7 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
     warps = _warps(m_block, n_pad, matmul.m, device)
     cap = staged_cap(device)
     k_bands = [min(max(k, k_values[0]), k_values[-1]) for k in K_BLOCK_BANDS]
-    wide = warps == WARPS_LARGE and itemsize == 2 and not cuda_cores and WIDE_K_BLOCK in k_values
+    wide = warps == WARPS_LARGE and itemsize == 2 and WIDE_K_BLOCK in k_values
     choice = _fit(_bands(([WIDE_K_BLOCK] if wide else []) + k_bands, cuda_cores), m_block, n_pad, itemsize, cap)
     if choice is None:
         smallest = staged_bytes(1, k_bands[-1], m_block, n_pad, itemsize)
@@ -187,8 +186,9 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
     budget = (f"within {ACC_REGISTER_BUDGET_BYTES} B" if accumulator <= ACC_REGISTER_BUDGET_BYTES else
               f"over the {ACC_REGISTER_BUDGET_BYTES} B budget at the smallest M_BLOCK, within the "
               f"{REGISTER_FILE_BYTES} B register file")
-    reason = (f"{units}; fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B {budget}; staged {staged_buffers(stages)} buffer(s) x {k_block} x "
-              f"({m_block} + {n_pad}) x {itemsize} = {footprint} B within {cap} B ({stages} stages); {warps} warps")
+    reason = (f"{units}; fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B {budget}; "
+              f"staged {staged_buffers(stages)} buffer(s) x {k_block} x ({m_block} + {n_pad}) x {itemsize} = "
+              f"{footprint} B within {cap} B ({stages} stages); {warps} warps")
     return [Seed(params=params, rule=NAME, reason=reason, facts=(fact,),
                  constants=_constants(device, cap, n_pad, itemsize, footprint, cuda_cores))]
 
