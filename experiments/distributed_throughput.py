@@ -16,8 +16,10 @@ Each run compiles into its own empty Triton cache: with a shared one the second 
 only load what the first compiled (a first attempt measured 91 s on one GPU against 11 s on
 two, an 8x "ratio" that was the cache's doing).
 
-Nothing is recorded in a database: this measures the evaluator alone.  Needs two GPUs and
-the distributed extra; refuses in one line otherwise.
+Nothing is recorded in a database: this measures the evaluator alone.  Every result, with
+when it came back and which GPU measured it, goes to a JSON file beside the report, and the
+report sums each worker's compile and benchmark seconds, so a ratio below 2 can be traced to
+its cause.  Needs two GPUs and the distributed extra; refuses in one line otherwise.
 
     python -m experiments.distributed_throughput --configs 64 --seed 1
 """
@@ -25,6 +27,7 @@ the distributed extra; refuses in one line otherwise.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -52,6 +55,7 @@ class Run:
     wall_s: float
     calibration: dict[str, float] = field(default_factory=dict)  # worker -> reference median ms
     batches: tuple[int, ...] = ()  # the sizes of the Dask tasks the generation was cut into
+    arrivals: tuple[tuple[float, Any], ...] = ()  # (seconds since the clock started, Result), as they came back
 
     @property
     def batches_text(self) -> str:
@@ -73,10 +77,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--compile-workers", type=int, default=None,
                         help="compile processes per GPU worker (default: this machine's cores halved, less two: "
                              "one for the worker's benchmark process, one for the worker itself)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="configs per Dask task (default: the evaluator's automatic size, two tasks per worker)")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="where the Markdown report goes")
     args = parser.parse_args(argv)
     if args.configs < 64:
         parser.error(f"--configs must be at least 64, got {args.configs}")
+    if args.batch_size is not None and args.batch_size < 1:
+        parser.error(f"--batch-size must be positive, got {args.batch_size}")
     if args.compile_workers is not None and args.compile_workers < 1:
         parser.error(f"--compile-workers must be positive, got {args.compile_workers}")
     return args
@@ -120,12 +128,34 @@ def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, ba
     batches = tuple(len(batch) for batch in evaluator.batches(candidates))
     try:
         started = time.perf_counter()
-        results = list(evaluator.evaluate(candidates))
+        arrivals = [(time.perf_counter() - started, result) for result in evaluator.evaluate(candidates)]
         wall_s = time.perf_counter() - started
     finally:
         evaluator.close()
-    return Run(gpus=len(client.nthreads()), configs=len(results), ok=sum(r.ok for r in results), wall_s=wall_s,
-               calibration={worker: r.median_ms for worker, r in evaluator.calibration.items()}, batches=batches)
+    return Run(gpus=len(client.nthreads()), configs=len(arrivals), ok=sum(r.ok for _, r in arrivals), wall_s=wall_s,
+               calibration={worker: r.median_ms for worker, r in evaluator.calibration.items()}, batches=batches,
+               arrivals=tuple(arrivals))
+
+
+def where_time_went(run: Run) -> list[str]:
+    """Per worker: configs, the summed compile and benchmark seconds and its last result, so a
+    reader can tell a run bound by one GPU's timing from one bound by compiling."""
+    rows: dict[str, list[float]] = {}
+    for at, result in run.arrivals:
+        row = rows.setdefault(result.measured_on or "?", [0, 0.0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += result.compile_s or 0.0
+        row[2] += result.bench_s or 0.0
+        row[3] = max(row[3], at)
+    return [f"| {run.gpus} | {worker} | {int(n)} | {compile_s:.1f} | {bench_s:.1f} | {last:.1f} |"
+            for worker, (n, compile_s, bench_s, last) in sorted(rows.items())]
+
+
+def timeline(runs: list[Run]) -> list[dict[str, Any]]:
+    """Every result of every run, with when it came back: the raw data behind the report."""
+    return [{"gpus": run.gpus, "at_s": round(at, 3), "key": r.key, "status": r.status.value,
+             "compile_s": r.compile_s, "bench_s": r.bench_s, "median_ms": r.median_ms, "measured_on": r.measured_on}
+            for run in runs for at, r in run.arrivals]
 
 
 def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_workers: int, device: str) -> str:
@@ -141,6 +171,10 @@ def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_worker
         *(f"| {r.gpus} | {r.configs} | {r.ok} | {r.wall_s:.1f} | {r.configs_per_s:.2f} | {r.batches_text} |"
           for r in runs), "",
         f"Throughput ratio ({two.gpus} GPUs / {one.gpus} GPU): **{two.configs_per_s / one.configs_per_s:.2f}x**.", "",
+        "Where the time went (seconds summed over each worker's configs; compiling is spread over its compile "
+        "processes, timing is one GPU's, in series):", "",
+        "| GPUs | worker | configs | compile s | benchmark s | last result at s |",
+        "| --- | --- | --- | --- | --- | --- |", *where_time_went(one), *where_time_went(two), "",
     ]
     medians = two.calibration
     if len(medians) >= 2:
@@ -185,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             client = Client(cluster)
             try:
                 client.wait_for_workers(gpus, timeout=120)
-                runs.append(measure(client, factory, candidates, task.default_candidate()))
+                runs.append(measure(client, factory, candidates, task.default_candidate(), args.batch_size))
                 print(f"{gpus} GPU(s): {runs[-1].configs} configs in {runs[-1].wall_s:.1f} s "
                       f"(batches: {runs[-1].batches_text})", flush=True)
             finally:
@@ -197,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   device=task.identity.device)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)
+    args.report.with_suffix(".json").write_text(json.dumps(timeline(runs), indent=1))
     print(text)
     print(f"report written to {args.report}")
     return 0

@@ -440,7 +440,7 @@ def test_throughput_experiment_refuses_without_two_gpus(capsys):
 
 
 def test_throughput_experiment_measures_and_reports(triton_task, one_worker, three_workers):
-    from experiments.distributed_throughput import generation, measure, report
+    from experiments.distributed_throughput import generation, measure, report, timeline
 
     candidates = generation(triton_task, 8, seed=1)
     assert len({c.key for c in candidates}) == 8 == len(generation_of(triton_task, 8))
@@ -453,6 +453,12 @@ def test_throughput_experiment_measures_and_reports(triton_task, one_worker, thr
     assert "Throughput ratio (3 GPUs / 1 GPU)" in text and "Spread between the GPUs" in text
     assert "| 3 | 8 | 8 |" in text and "**1.000**" in text  # the fake times the reference alike everywhere
     assert "| 2 x 4 |" in text and "| 2 x 2 + 4 x 1 |" in text
+    assert "| 1 | cpu0 | 8 |" in text  # where the time went: one worker had all 8
+    assert sum(f"| 3 | cpu{i} |" in text for i in range(3)) == 3
+    rows = timeline(runs)
+    assert len(rows) == 16 and {row["gpus"] for row in rows} == {1, 3}
+    assert all(0 <= row["at_s"] <= runs[0].wall_s for row in rows if row["gpus"] == 1)
+    assert {row["measured_on"] for row in rows if row["gpus"] == 3} == {"cpu0", "cpu1", "cpu2"}
 
 
 def test_throughput_runs_compile_into_separate_empty_caches(tmp_path):
