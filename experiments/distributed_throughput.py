@@ -4,9 +4,9 @@ The same generation of Helion softmax configs (random strategy, fixed seed; 4096
 float16 by default) is evaluated through `DistributedEvaluator` on a local Dask cluster of
 one GPU worker, then of two.  Each worker compiles with the same number of processes in
 both runs, so the ratio measures what a second GPU adds.  The batch size is the
-evaluator's automatic one, two batches per worker (so 32 configs a batch on one GPU and
-16 on two, for 64): within a batch a worker compiles while it times, so a large batch
-hides its slowest compile; the report gives the batches of each run.  Start-up is not counted: the
+evaluator's automatic one, one batch per worker (so 64 configs a batch on one GPU and 32
+on two, for 64): within a batch a worker compiles while it times, so a large batch hides
+its slowest compile; the report gives the batches of each run.  Start-up is not counted: the
 workers bind the kernel and boot their processes while they time the reference config (the
 calibration), and the clock starts after that.  The report gives configs per second on
 each, their ratio, and the calibration spread between the two GPUs (slowest/fastest median
@@ -78,7 +78,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="compile processes per GPU worker (default: this machine's cores halved, less two: "
                              "one for the worker's benchmark process, one for the worker itself)")
     parser.add_argument("--batch-size", type=int, default=None,
-                        help="configs per Dask task (default: the evaluator's automatic size, two tasks per worker)")
+                        help="configs per Dask task (default: the evaluator's automatic size, one task per worker)")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="where the Markdown report goes")
     args = parser.parse_args(argv)
     if args.configs < 64:
@@ -164,7 +164,7 @@ def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_worker
         "# Evaluation spread over GPUs: throughput", "",
         f"One generation of {one.configs} Helion softmax configs ({shape} {dtype}, random strategy, seed {seed}) "
         f"evaluated through `DistributedEvaluator` on {device}; {compile_workers} compile processes per GPU worker, "
-        "the generation cut into the batches (Dask tasks) below, two per GPU worker unless asked otherwise, in each "
+        "the generation cut into the batches (Dask tasks) below, one per GPU worker unless asked otherwise, in each "
         "of which compiling overlaps timing; start-up not counted; "
         "each run compiles into its own empty Triton cache.", "",
         "| GPUs | configs | ok | wall s | configs/s | batches |", "| --- | --- | --- | --- | --- | --- |",

@@ -24,6 +24,11 @@ from autotune.distributed.stream import Failed, run_on_cluster
 from autotune.types import Candidate, Result, Status
 
 CALIBRATION_TIMEOUT_S = 900.0  # a GPU worker binds the kernel and boots its processes first
+# A batch returns when its slowest config is done, and its worker takes nothing else meanwhile,
+# so every batch a worker runs can cost it a compile timeout.  Measured on two H200s (64 Helion
+# softmax configs): a batch of 32 ran in 11.7 s, the other waited 60 s on one config's compile;
+# two batches per worker gave 1.10x over one GPU, one per worker 1.22x.  One batch per worker.
+BATCHES_PER_WORKER = 1
 
 
 def split_evenly(candidates: Sequence[Candidate], parts: int) -> list[list[Candidate]]:
@@ -42,11 +47,12 @@ class DistributedEvaluator:
     """Evaluates batches of configs as Dask tasks (one batch per worker at a time).
 
     A GPU worker compiles a batch's configs while it times those already compiled, so a
-    large batch hides its slowest compile behind the timing of the others; but a batch is
-    also the unit Dask spreads over workers.  `batch_size=None` (automatic) balances both:
-    each generation is cut into two batches per worker, of ceil(configs / (2 x workers))
-    configs at most.  An explicit size is kept as given; 1 streams results one by one, and
-    a worker that dies then takes only one config with it.
+    large batch hides its slowest compile behind the timing of the others; a batch is also
+    the unit Dask spreads over workers, and it comes back whole.  `batch_size=None`
+    (automatic) cuts each generation into BATCHES_PER_WORKER batches per worker, of
+    ceil(configs / workers) configs at most (why one: see the constant).  An explicit size
+    is kept as given; 1 streams results one by one, and a worker that dies then takes only
+    one config with it.
     """
 
     def __init__(self, client: Any, factory: Callable[[], Any], *, reference: Candidate | None = None,
@@ -69,7 +75,7 @@ class DistributedEvaluator:
         if self.batch_size is not None:
             return [list(candidates[i:i + self.batch_size]) for i in range(0, len(candidates), self.batch_size)]
         workers = max(1, len(self.client.nthreads()))
-        return split_evenly(candidates, 2 * workers)
+        return split_evenly(candidates, BATCHES_PER_WORKER * workers)
 
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
         batches = self.batches(candidates)

@@ -16,9 +16,9 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
 
     Each local GPU worker gets an equal share of this machine's cores for its compile
     processes, less two for its benchmark process and itself (`--compile-workers` sets it
-    per worker).  Each generation goes out in two batches per worker (the automatic batch
-    size of `DistributedEvaluator`): within a batch a worker compiles while it times, so a
-    large batch hides its slowest compile, and two per worker still spread the load evenly.
+    per worker).  Each generation goes out in one batch per worker (the automatic batch size
+    of `DistributedEvaluator`): within a batch a worker compiles while it times, so a large
+    batch hides its slowest compile, and a worker pays a batch's slowest compile once.
     """
     from autotune.distributed.cluster import connect, parse_workers
     from autotune.distributed.evaluator import distributed_evaluator
