@@ -12,13 +12,16 @@ report of a study measured on one machine regenerates on any other from `cache.d
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from autotune.errors import UserError
 
@@ -35,6 +38,27 @@ class ExperimentOptions:
     seconds: float | None = None  # per tuning session; None: the study's own
     workers: str | None = None  # spread whole jobs over a Dask cluster (see autotune.distributed)
     again: bool = False  # run jobs already recorded once more
+    deadline_at: float | None = None  # time.monotonic() by which the run stops (see execute_jobs)
+
+
+class DeadlineReached(KeyboardInterrupt):
+    """The run's wall-clock budget (`--deadline`) ran out.  A KeyboardInterrupt, so the job in
+    progress stops as it would on Ctrl-C: its session is recorded as interrupted and its
+    processes are stopped; the same command runs what is left (each study skips what it
+    has recorded)."""
+
+    def __init__(self, interrupted: str | None = None, not_started: Sequence[str] = ()) -> None:
+        super().__init__(interrupted, tuple(not_started))
+        self.interrupted, self.not_started = interrupted, tuple(not_started)
+
+    def __str__(self) -> str:
+        parts = []
+        if self.interrupted:
+            parts.append(f"interrupted {self.interrupted} (what it measured is recorded; the same command runs "
+                         "what is left)")
+        if self.not_started:
+            parts.append(f"{len(self.not_started)} not started: {', '.join(self.not_started)}")
+        return "deadline reached: " + ("; ".join(parts) or "nothing was left to run")
 
 
 def experiment_tags(session_options: dict[str, Any]) -> dict[str, Any]:
@@ -123,19 +147,52 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
                  describe: Callable[[Any], str], noun: str = "job") -> None:
     """Run an experiment's jobs (each `job(db_path) -> summary`): one after another into
     `options.db`, or spread over `options.workers` (each into a private database merged home).
-    One job failing never stops the others."""
+    One job failing never stops the others.
+
+    With `options.deadline_at`, no job starts after it and the job still running then is
+    interrupted; DeadlineReached says which, and which never started.  A researcher with a
+    fixed GPU allocation (a batch job's time limit) gets everything finished so far recorded
+    and a command that continues where this one stopped, instead of a kill mid-write."""
     console.print(f"{len(jobs)} {noun}(s) to run")
     if options.workers:
+        if options.deadline_at is not None:
+            raise UserError("--deadline applies to jobs run on this machine; with --workers, stop the cluster's "
+                            "jobs with Ctrl-C (each finished job is already merged home)")
         from autotune.distributed.jobs import run_jobs
 
         for job, outcome in zip(jobs, run_jobs(list(jobs), options.db, options.workers)):
             console.print(f"{describe(job)}: {outcome}")
         return
     for number, job in enumerate(jobs, start=1):
+        if options.deadline_at is not None and time.monotonic() >= options.deadline_at:
+            raise DeadlineReached(not_started=[describe(j) for j in jobs[number - 1:]])
         console.rule(f"{noun} {number}/{len(jobs)}: {describe(job)}")
         try:
-            outcome = job(options.db)
+            with _interrupted_at(options.deadline_at):
+                outcome = job(options.db)
+        except DeadlineReached:
+            raise DeadlineReached(describe(job), [describe(j) for j in jobs[number:]]) from None
         except Exception as error:  # one job failing must not lose the others
             console.print(f"[red]{noun} failed[/red]: {type(error).__name__}: {error}")
             continue
         console.print(f"recorded: {outcome}")
+
+
+@contextlib.contextmanager
+def _interrupted_at(deadline_at: float | None) -> Iterator[None]:
+    """Raise DeadlineReached in this (the main) thread at `deadline_at`, through a real-time
+    timer: the job may be blocked in a wait on its worker processes, which a signal interrupts."""
+    if deadline_at is None:
+        yield
+        return
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise DeadlineReached()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(deadline_at - time.monotonic(), 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -7,13 +7,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import UserError
-from autotune.experiment import ExperimentOptions, load_experiment
+from autotune.experiment import DeadlineReached, ExperimentOptions, load_experiment
 
 NAME = "experiment"
+EXIT_DEADLINE = 75  # EX_TEMPFAIL: not finished, run the same command again to continue
 
 
 def add_parser(subparsers: Any) -> None:
@@ -35,6 +38,9 @@ def add_parser(subparsers: Any) -> None:
             parser.add_argument("--workers", default=None,
                                 help="spread whole jobs over a Dask cluster: local-gpus or a scheduler address")
             parser.add_argument("--again", action="store_true", help="run jobs that are already recorded again")
+            parser.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
+                                help="wall clock for the whole run: no job starts after it, the job running then "
+                                     "is interrupted (recorded, resumed by the same command); exit status 75")
             parser.add_argument("--methods", default="",
                                 help="comma-separated subset of the experiment's methods to run, "
                                      "e.g. 'tuned softmax,helion-quick' (default: all)")
@@ -45,8 +51,10 @@ def _listed(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, console: Any) -> int:
+    started = time.monotonic()
     if not args.action:
         raise UserError("experiment needs an action: run or report")
+    deadline = getattr(args, "deadline", None)
     experiment = load_experiment(args.folder)
     folder = Path(args.folder)
     options = ExperimentOptions(
@@ -54,9 +62,15 @@ def run(args: argparse.Namespace, console: Any) -> int:
         shapes=_listed(args.shapes), methods=_listed(getattr(args, "methods", "")),
         budget=getattr(args, "budget", None), seconds=getattr(args, "seconds", None),
         workers=getattr(args, "workers", None), again=getattr(args, "again", False),
+        deadline_at=started + deadline if deadline is not None else None,
     )
+    status = 0
     if args.action == "run":
-        experiment.run(options, console)
+        try:
+            experiment.run(options, console)
+        except DeadlineReached as reached:  # what finished is recorded; the report shows it
+            print(f"autotune: {reached}", file=sys.stderr)
+            status = EXIT_DEADLINE
     path = experiment.report(options, console)
     console.print(f"report written to {path}")
-    return 0
+    return status
