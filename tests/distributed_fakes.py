@@ -26,8 +26,12 @@ class KillsItsWorker:
     victim: str  # canonical JSON of the victim's params
     marker: str
     every_time: bool = False
+    log: str = ""  # when set, every evaluation appends its params here (a line each), the victim's too
 
     def __call__(self, params: Mapping[str, Any]) -> float:
+        if self.log:
+            with Path(self.log).open("a") as out:
+                out.write(canonical_json(dict(params)) + "\n")
         if canonical_json(dict(params)) == self.victim:
             marker = Path(self.marker)
             if self.every_time or not marker.exists():

@@ -21,7 +21,7 @@ from autotune.distributed.cluster import connect, parse_workers  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.factories import FakeEvaluatorFactory  # noqa: E402
 from autotune.distributed.jobs import run_jobs  # noqa: E402
-from autotune.distributed.stream import run_on_cluster  # noqa: E402
+from autotune.distributed.stream import ClusterStream  # noqa: E402
 from autotune.evaluators.fake import FakeEvaluator  # noqa: E402
 from autotune.session import Session, SessionSettings  # noqa: E402
 from autotune.strategies import get_strategy  # noqa: E402
@@ -130,9 +130,9 @@ def test_the_automatic_batch_size_gives_one_batch_per_worker(workers, batch_size
     def recording(client, fn, items, *extra, **options):
         if fn is evaluator_module.on_worker.evaluate:
             submitted.append([len(batch) for batch in items])
-        return run_on_cluster(client, fn, items, *extra, **options)
+        return ClusterStream(client, fn, items, *extra, **options)
 
-    monkeypatch.setattr(evaluator_module, "run_on_cluster", recording)
+    monkeypatch.setattr(evaluator_module, "ClusterStream", recording)
     evaluator = distributed_evaluator(request.getfixturevalue(workers), FakeEvaluatorFactory(hashed_cost),
                                       batch_size=batch_size)
     candidates = generation_of(triton_task, 9)
@@ -194,6 +194,37 @@ def test_a_config_that_kills_every_worker_is_recorded_as_crash_and_the_session_g
     assert crashed.result.status is Status.CRASH and "died twice" in crashed.result.error
     assert outcome.exit_reason == in_process[0].exit_reason
     assert outcome.evaluations == in_process[0].evaluations and len(rows) == len(set(r.candidate.key for r in rows))
+
+
+def test_results_stream_back_before_their_batch_ends(triton_task, one_worker):
+    evaluator = distributed_evaluator(one_worker, FakeEvaluatorFactory(hashed_cost, delay_s=0.4), batch_size=None)
+    candidates = generation_of(triton_task, 6)
+    assert [len(batch) for batch in evaluator.batches(candidates)] == [6]  # one batch: 2.4 s of work
+    try:
+        started = time.monotonic()
+        arrivals = [(time.monotonic() - started, result) for result in evaluator.evaluate(candidates)]
+    finally:
+        evaluator.close()
+    assert sorted(r.key for _, r in arrivals) == sorted(c.key for c in candidates) and all(r.ok for _, r in arrivals)
+    first, last = arrivals[0][0], arrivals[-1][0]
+    assert first < 1.5 and last - first > 1.0  # one by one, not all at the batch's end
+
+
+def test_a_dead_workers_batch_is_retried_with_only_the_configs_still_owed(triton_task, one_worker, tmp_path):
+    candidates = generation_of(triton_task, 6)
+    victim = canonical_json(candidates[3].params)
+    log, marker = tmp_path / "evaluated", tmp_path / "kills"
+    cost = KillsItsWorker(victim=victim, marker=str(marker), log=str(log))
+    evaluator = distributed_evaluator(one_worker, FakeEvaluatorFactory(cost, delay_s=0.1), batch_size=None)
+    try:
+        results = list(evaluator.evaluate(candidates))
+    finally:
+        evaluator.close()
+    assert marker.read_text().count("killed") == 1
+    assert sorted(r.key for r in results) == sorted(c.key for c in candidates) and all(r.ok for r in results)
+    evaluated = log.read_text().splitlines()
+    counts = [evaluated.count(canonical_json(c.params)) for c in candidates]
+    assert counts == [1, 1, 1, 2, 1, 1]  # the three measured before the kill were not measured again
 
 
 def test_a_session_that_stops_early_leaves_nothing_in_flight(triton_task, three_workers):

@@ -5,8 +5,9 @@ configs whatever the number of workers (only the wall time changes) and records 
 result itself, in its own process, as results stream back.  Each worker builds its own
 evaluator from a picklable factory (see `factories.py`) and keeps it between generations.
 
-A worker that dies (process killed, GPU fault) costs only the configs it was running: they
-are run once more on another worker, and recorded as `crash` if that worker dies too.
+A worker that dies (process killed, GPU fault) costs only the configs it was running: the
+ones whose results had not come back are run once more on another worker, and recorded as
+`crash` if that worker dies too.
 
 Calibration: at start, the reference config (the kernel's default, chosen by the caller
 because it is the one config every session of a space evaluates) is timed once on every
@@ -16,19 +17,22 @@ session records it as soon as it has an id.
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from typing import Any, Callable, Iterator, Sequence
 
 from autotune.cache import Cache
 from autotune.distributed import on_worker
-from autotune.distributed.stream import Failed, run_on_cluster
+from autotune.distributed.stream import ClusterStream, Failed, run_on_cluster
 from autotune.types import Candidate, Result, Status
 
 CALIBRATION_TIMEOUT_S = 900.0  # a GPU worker binds the kernel and boots its processes first
-# A batch returns when its slowest config is done, and its worker takes nothing else meanwhile,
+# A batch is done when its slowest config is, and its worker takes no other batch meanwhile,
 # so every batch a worker runs can cost it a compile timeout.  Measured on two H200s (64 Helion
 # softmax configs): a batch of 32 ran in 11.7 s, the other waited 60 s on one config's compile;
 # two batches per worker gave 1.10x over one GPU, one per worker 1.22x.  One batch per worker.
 BATCHES_PER_WORKER = 1
+POLL_S = 0.05  # how often the driver looks for results streamed from the workers
 
 
 def split_evenly(candidates: Sequence[Candidate], parts: int) -> list[list[Candidate]]:
@@ -48,11 +52,11 @@ class DistributedEvaluator:
 
     A GPU worker compiles a batch's configs while it times those already compiled, so a
     large batch hides its slowest compile behind the timing of the others; a batch is also
-    the unit Dask spreads over workers, and it comes back whole.  `batch_size=None`
-    (automatic) cuts each generation into BATCHES_PER_WORKER batches per worker, of
-    ceil(configs / workers) configs at most (why one: see the constant).  An explicit size
-    is kept as given; 1 streams results one by one, and a worker that dies then takes only
-    one config with it.
+    the unit Dask spreads over workers, while its results stream back one by one (see
+    `evaluate`).  `batch_size=None` (automatic) cuts each generation into BATCHES_PER_WORKER
+    batches per worker, of ceil(configs / workers) configs at most (why one: see the
+    constant).  An explicit size is kept as given (1: every config its own Dask task, with
+    no overlap within a worker).
     """
 
     def __init__(self, client: Any, factory: Callable[[], Any], *, reference: Candidate | None = None,
@@ -78,18 +82,50 @@ class DistributedEvaluator:
         return split_evenly(candidates, BATCHES_PER_WORKER * workers)
 
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
-        batches = self.batches(candidates)
-        stream = run_on_cluster(self.client, on_worker.evaluate, batches, self.factory)
+        """Each result as soon as its worker has it: a worker sends every result through a Dask
+        queue as it is measured, and returns its batch's results when the batch is done (the
+        two are merged, each config once).  A batch whose worker died is retried with only the
+        configs that had not come back, so a dead worker costs only its configs in flight."""
+        from distributed import Queue
+
+        wanted = {candidate.key for candidate in candidates}
+        received: set[str] = set()
+        ready: list[Result] = []  # received, not yet handed to the caller
+
+        def absorb(results: Sequence[Result]) -> None:
+            for result in results:
+                if result.key in wanted and result.key not in received:
+                    received.add(result.key)
+                    ready.append(result)
+
+        def still_owed(_index: int, batch: list[Candidate]) -> list[Candidate]:
+            absorb(_drain(sink))  # a result put just before its worker died is in the queue by now
+            return [candidate for candidate in batch if candidate.key not in received]
+
+        sink_name = f"autotune-results-{uuid.uuid4().hex}"
+        sink = Queue(sink_name, client=self.client)
+        stream = ClusterStream(self.client, on_worker.evaluate, self.batches(candidates), self.factory, sink_name,
+                               retry_item=still_owed)
         try:
-            for index, outcome in stream:
-                if isinstance(outcome, Failed):
-                    for candidate in batches[index]:
-                        yield Result(key=candidate.key, status=Status.CRASH, error=outcome.message)
+            while not stream.finished or ready:
+                absorb(_drain(sink))
+                while ready:
+                    yield ready.pop(0)
+                if stream.finished:
+                    break
+                outcome = stream.next_outcome(timeout=POLL_S)
+                if outcome is None:
+                    continue
+                index, value = outcome
+                if isinstance(value, Failed):
+                    absorb([Result(key=candidate.key, status=Status.CRASH, error=value.message)
+                            for candidate in still_owed(index, stream.items[index])])
                 else:
-                    _label, results = outcome
-                    yield from results
-        finally:  # the session stopped early (time budget, Ctrl-C): cancel what is still in flight
+                    absorb(value[1])
+        finally:  # also when the session stopped early (time budget, Ctrl-C): cancel what is in flight
             stream.close()
+            with contextlib.suppress(Exception):
+                sink.close()
 
     def baselines(self) -> dict[str, Result]:
         """The library baselines, timed on one worker (like every other baseline of a session)."""
@@ -129,6 +165,14 @@ class DistributedEvaluator:
             else:
                 future.cancel()
         return dict(sorted(calibration.items()))
+
+
+def _drain(sink: Any) -> list[Result]:
+    """What the workers have put in the queue so far, without waiting."""
+    try:
+        return list(sink.get(batch=True))
+    except Exception:  # noqa: BLE001 - the queue is a shortcut: every result also comes back with its batch
+        return []
 
 
 class RebenchmarkingDistributedEvaluator(DistributedEvaluator):

@@ -82,12 +82,35 @@ def _evaluator(factory: Callable[[], Any]) -> Iterator[Any]:
             raise
 
 
-def evaluate(candidates: Sequence[Candidate], factory: Callable[[], Any]) -> tuple[str, list[Result]]:
-    """Evaluate a batch here; every result says which worker measured it."""
+def evaluate(candidates: Sequence[Candidate], factory: Callable[[], Any],
+             sink: str | None = None) -> tuple[str, list[Result]]:
+    """Evaluate a batch here; every result says which worker measured it.  With `sink` (a Dask
+    queue's name), each result is also put there as soon as it is known, so the driver records
+    it before the batch ends."""
     with _reraised_with_worker():
         label = worker_label(factory)
-        with _evaluator(factory) as evaluator:
-            return label, [replace(result, measured_on=label) for result in evaluator.evaluate(list(candidates))]
+        queue = _queue(sink)
+        results = []
+        try:
+            with _evaluator(factory) as evaluator:
+                for result in evaluator.evaluate(list(candidates)):
+                    results.append(replace(result, measured_on=label))
+                    if queue is not None:
+                        with contextlib.suppress(Exception):  # the batch's return value still carries it
+                            queue.put(results[-1])
+        finally:
+            if queue is not None:  # drops this worker's hold; the driver holds the queue until it is done
+                with contextlib.suppress(Exception):
+                    queue.close()
+        return label, results
+
+
+def _queue(name: str | None) -> Any:
+    if name is None:
+        return None
+    from distributed import Queue
+
+    return Queue(name)
 
 
 def rebenchmark(candidates: Sequence[Candidate], factory: Callable[[], Any]) -> tuple[str, dict[str, Result]]:

@@ -1,5 +1,5 @@
 """Run one function over many items on a Dask cluster: outcomes as they complete, and an item
-whose worker died run once more on another worker.
+whose worker died run once more on another worker (possibly shrunk to what is still owed).
 
 This is flow control, not scheduling: Dask picks the worker for every task.  At most as many
 tasks are in flight as the cluster has worker threads, so the next item waits here rather than
@@ -24,43 +24,88 @@ class Failed:
     worker_died: bool  # the last attempt ended with its worker's death
 
 
-def run_on_cluster(client: Any, fn: Callable[..., Any], items: Sequence[Any], *extra: Any,
-                   retry_on_error: bool = True) -> Iterator[tuple[int, Any]]:
-    """Yield (item index, fn(item, *extra) or Failed) as tasks complete, in any order.
+class ClusterStream:
+    """Runs `fn(item, *extra)` for every item on the cluster, at most one task per worker thread
+    in flight, and hands back outcomes as they complete (`next_outcome`).
 
     A task whose worker died is submitted once more, preferring the workers that have not
     failed it (any worker where there is no other); with `retry_on_error`, so is a task that
-    raised.  Closing the iterator early cancels the tasks still in flight.
+    raised.  `retry_item(index, item)` may shrink what a retry runs (a batch without the
+    configs whose results already came back); `items[index]` is then what was last submitted.
+    `close()` cancels what is still in flight.
     """
-    from distributed import as_completed
 
-    waiting: deque[tuple[int, list[tuple[str, str]]]] = deque((i, []) for i in range(len(items)))
-    running: dict[Any, tuple[int, list[tuple[str, str]]]] = {}  # future -> (index, failed attempts)
-    completed = as_completed()
+    def __init__(self, client: Any, fn: Callable[..., Any], items: Sequence[Any], *extra: Any,
+                 retry_on_error: bool = True, retry_item: Callable[[int, Any], Any] | None = None) -> None:
+        self.client, self.fn, self.extra = client, fn, extra
+        self.items = list(items)
+        self.retry_on_error, self.retry_item = retry_on_error, retry_item
+        self._waiting: deque[tuple[int, list[tuple[str, str]]]] = deque((i, []) for i in range(len(self.items)))
+        self._running: dict[Any, tuple[int, list[tuple[str, str]]]] = {}  # future -> (index, failed attempts)
+
+    @property
+    def finished(self) -> bool:
+        return not self._waiting and not self._running
+
+    def next_outcome(self, timeout: float | None = None) -> tuple[int, Any] | None:
+        """Start what may start, then (item index, fn's value or Failed) of a task that ended,
+        waiting at most `timeout` seconds (None: until one ends); None if none ended (or one
+        was only resubmitted)."""
+        from distributed import wait
+
+        self._submit()
+        if not self._running:
+            return None
+        done = [future for future in self._running if future.done()]
+        if not done:
+            try:
+                wait(list(self._running), timeout=timeout, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                return None
+            done = [future for future in self._running if future.done()]
+        return self._settle(done[0]) if done else None
+
+    def close(self) -> None:
+        if self._running:
+            self.client.cancel(list(self._running))
+        self._running.clear()
+        self._waiting.clear()
+
+    def _submit(self) -> None:
+        slots = max(1, sum(self.client.nthreads().values())) - len(self._running)
+        while self._waiting and slots > 0:
+            index, history = self._waiting.popleft()
+            future = self.client.submit(self.fn, self.items[index], *self.extra, pure=False,
+                                        **_elsewhere(self.client, history))
+            self._running[future] = (index, history)
+            slots -= 1
+
+    def _settle(self, future: Any) -> tuple[int, Any] | None:
+        index, history = self._running.pop(future)
+        if future.status == "finished":
+            return index, future.result()
+        worker, what, died = _failure(future)
+        history = [*history, (worker, what)]
+        if len(history) < ATTEMPTS and what != CANCELLED and (died or self.retry_on_error):
+            if self.retry_item is not None:
+                self.items[index] = self.retry_item(index, self.items[index])
+            self._waiting.appendleft((index, history))  # before new items: it has waited longest
+            return None
+        return index, Failed(_describe(history), worker_died=died)
+
+
+def run_on_cluster(client: Any, fn: Callable[..., Any], items: Sequence[Any], *extra: Any,
+                   retry_on_error: bool = True) -> Iterator[tuple[int, Any]]:
+    """Yield (item index, fn(item, *extra) or Failed) as tasks complete, in any order (see
+    ClusterStream).  Closing the iterator early cancels the tasks still in flight."""
+    stream = ClusterStream(client, fn, items, *extra, retry_on_error=retry_on_error)
     try:
-        while waiting or running:
-            slots = max(1, sum(client.nthreads().values())) - len(running)
-            while waiting and slots > 0:
-                index, history = waiting.popleft()
-                future = client.submit(fn, items[index], *extra, pure=False, **_elsewhere(client, history))
-                running[future] = (index, history)
-                completed.add(future)
-                slots -= 1
-            future = next(completed)
-            index, history = running.pop(future)
-            if future.status == "finished":
-                yield index, future.result()
-                continue
-            worker, what, died = _failure(future)
-            history = [*history, (worker, what)]
-            if len(history) < ATTEMPTS and what != CANCELLED and (died or retry_on_error):
-                waiting.appendleft((index, history))  # before new items: it has waited longest
-            else:
-                yield index, Failed(_describe(history), worker_died=died)
+        while not stream.finished:
+            outcome = stream.next_outcome()
+            if outcome is not None:
+                yield outcome
     finally:
-        if running:
-            client.cancel(list(running))
-        completed.clear()  # drop its hold on finished futures, so their results are released now
+        stream.close()
 
 
 def _elsewhere(client: Any, history: list[tuple[str, str]]) -> dict[str, Any]:
