@@ -127,3 +127,10 @@ class RebenchmarkingFakeFactory:
 
     def __call__(self) -> _RebenchmarkingFake:
         return _RebenchmarkingFake()
+
+
+def dies(item: Any, marker: str) -> None:
+    """A task that kills its worker process, leaving a line in `marker` each time."""
+    with Path(marker).open("a") as out:
+        out.write(f"killed pid {os.getpid()} on {item}\n")
+    os._exit(1)

@@ -21,13 +21,13 @@ from autotune.distributed.cluster import connect, parse_workers  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.factories import FakeEvaluatorFactory  # noqa: E402
 from autotune.distributed.jobs import run_jobs  # noqa: E402
-from autotune.distributed.stream import ClusterStream  # noqa: E402
+from autotune.distributed.stream import ClusterStream, Failed  # noqa: E402
 from autotune.evaluators.fake import FakeEvaluator  # noqa: E402
 from autotune.session import Session, SessionSettings  # noqa: E402
 from autotune.strategies import get_strategy  # noqa: E402
 from autotune.types import Status  # noqa: E402
 from distributed_fakes import (KillsItsWorker, OpensTheCache, RebenchmarkingFakeFactory, RecordsASession,  # noqa: E402
-                               hashed_cost)
+                               dies, hashed_cost)
 from search_spaces.space import canonical_json  # noqa: E402
 
 STRATEGY, SEED, BUDGET = "pattern", 3, 24
@@ -225,6 +225,19 @@ def test_a_dead_workers_batch_is_retried_with_only_the_configs_still_owed(triton
     evaluated = log.read_text().splitlines()
     counts = [evaluated.count(canonical_json(c.params)) for c in candidates]
     assert counts == [1, 1, 1, 2, 1, 1]  # the three measured before the kill were not measured again
+
+
+def test_a_retry_with_nothing_left_to_run_ends_the_item_without_running_it(one_worker, tmp_path):
+    marker = tmp_path / "kills"
+    stream = ClusterStream(one_worker, dies, ["batch"], str(marker), retry_item=lambda index, item: None)
+    outcomes = []
+    while not stream.finished:
+        outcome = stream.next_outcome(timeout=1.0)
+        if outcome is not None:
+            outcomes.append(outcome)
+    ((index, failed),) = outcomes
+    assert index == 0 and isinstance(failed, Failed) and failed.worker_died
+    assert marker.read_text().count("killed") == 1  # not submitted again
 
 
 def test_a_session_that_stops_early_leaves_nothing_in_flight(triton_task, three_workers):

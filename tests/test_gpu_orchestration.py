@@ -97,15 +97,19 @@ def overlapping(first: list, second: list) -> list[tuple]:
     return [(a, b) for a in first for b in second if a[1] < b[2] and b[1] < a[2]]
 
 
+CONFIGS = 48
+
+
 def test_no_benchmark_is_in_flight_while_a_smoke_run_or_a_set_up_is(tmp_path, monkeypatch):
     log = tmp_path / "gpu.log"
     monkeypatch.setenv("FAKE_GPU_LOG", str(log))
     monkeypatch.setenv("FAKE_GPU_SETUP_S", "0.2")  # replacements set up mid-generation, on the GPU
     gpu = fake_evaluator(3)
     try:
-        # long enough (about 2 s) for the crashed worker's replacement to boot and set up meanwhile
+        # long enough (about 4 s) for the crashed worker's replacement to boot and set up meanwhile,
+        # even on two cores busy with other tests (24 configs, about 2 s, was once too short)
         configs = [candidate(f"c{i}", ms=1 + i, compile_s=0.15 + 0.03 * (i % 4), run_s=0.05, bench_s=0.05)
-                   for i in range(24)]
+                   for i in range(CONFIGS)]
         configs[1] = candidate("crash", "crash_run", compile_s=0.05)
         results = {r.key: r for r in gpu.evaluate(configs)}
     finally:
@@ -113,7 +117,7 @@ def test_no_benchmark_is_in_flight_while_a_smoke_run_or_a_set_up_is(tmp_path, mo
     assert results["crash"].status is Status.CRASH
     assert all(r.ok and r.median_ms == 1 + int(key[1:]) for key, r in results.items() if key != "crash")
     intervals = read_log(log)
-    assert len(intervals["bench"]) == 23 and len(intervals["run"]) == 24
+    assert len(intervals["bench"]) == CONFIGS - 1 and len(intervals["run"]) == CONFIGS
     first_compile = min(start for _, start, _ in intervals["compile"])
     assert [setup for setup in intervals["setup"] if setup[1] > first_compile], "no set-up mid-generation"
     assert overlapping(intervals["bench"], intervals["run"] + intervals["setup"]) == []

@@ -105,7 +105,7 @@ class DistributedEvaluator:
         sink_name = f"autotune-results-{uuid.uuid4().hex}"
         sink = Queue(sink_name, client=self.client)
         stream = ClusterStream(self.client, on_worker.evaluate, self.batches(candidates), self.factory, sink_name,
-                               retry_item=still_owed)
+                               retry_item=lambda index, batch: still_owed(index, batch) or None)
         try:
             while not stream.finished or ready:
                 absorb(_drain(sink))

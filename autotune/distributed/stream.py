@@ -31,7 +31,8 @@ class ClusterStream:
     A task whose worker died is submitted once more, preferring the workers that have not
     failed it (any worker where there is no other); with `retry_on_error`, so is a task that
     raised.  `retry_item(index, item)` may shrink what a retry runs (a batch without the
-    configs whose results already came back); `items[index]` is then what was last submitted.
+    configs whose results already came back), or return None when nothing is left to run
+    (the item then ends as Failed); `items[index]` is what was last submitted.
     `close()` cancels what is still in flight.
     """
 
@@ -87,10 +88,11 @@ class ClusterStream:
         worker, what, died = _failure(future)
         history = [*history, (worker, what)]
         if len(history) < ATTEMPTS and what != CANCELLED and (died or self.retry_on_error):
-            if self.retry_item is not None:
-                self.items[index] = self.retry_item(index, self.items[index])
-            self._waiting.appendleft((index, history))  # before new items: it has waited longest
-            return None
+            retry = self.items[index] if self.retry_item is None else self.retry_item(index, self.items[index])
+            if retry is not None:
+                self.items[index] = retry
+                self._waiting.appendleft((index, history))  # before new items: it has waited longest
+                return None
         return index, Failed(_describe(history), worker_died=died)
 
 
