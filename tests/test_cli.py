@@ -131,7 +131,7 @@ def test_bad_input_messages_name_the_problem(bad_runs, name, words):
 
 
 def test_kernels_lists_the_builtin_kernels(tmp_path):
-    done = run_cli(["kernels"], tmp_path)
+    done = _run_in_process(["kernels"], tmp_path)
     assert done.returncode == 0, done.stderr
     for name in ("softmax", "softmax-online", "softmax-triton"):
         assert name in done.stdout
@@ -181,8 +181,10 @@ def test_cli_replay_end_to_end(replay_run, triton_task):
     assert not (directory / "cache.db").exists() and not (directory / "replays.db").exists()
 
 
-def test_cli_show_sessions_and_export(replay_run, triton_task):
+def test_cli_show_sessions_and_export(replay_run, triton_task, monkeypatch):
     import triton
+
+    monkeypatch.setenv("COLUMNS", "240")  # as run_cli's processes get it: rich truncates tables at 80
 
     directory, db, session_id, _, _ = replay_run
     commands = {
@@ -191,8 +193,7 @@ def test_cli_show_sessions_and_export(replay_run, triton_task):
         "python": ["export", str(session_id), "--db", str(db), "--format", "python"],
         "json": ["export", str(session_id), "--db", str(db), "--format", "json"],
     }
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = dict(zip(commands, pool.map(lambda args: run_cli(args, directory), commands.values())))
+    results = {name: _run_in_process(args, directory) for name, args in commands.items()}  # real processes: below
     for name, done in results.items():
         assert done.returncode == 0, (name, done.stderr)
     assert "session 1" in results["show"].stdout

@@ -46,35 +46,42 @@ def reference(tmp_path_factory) -> list[tuple[int, str, float]]:
     return rows(db)
 
 
-KILLS = 4  # each kill costs two interpreter start-ups (~9 s on two cores)
+KILLS = 4  # each kill costs two interpreter start-ups (~9 s on two cores); the trials run side by side
+
+
+def kill_and_resume(reference: list, db: Path, pause_s: float) -> bool:
+    """One trial: a session SIGKILLed `pause_s` after it started, checked, then resumed to the end
+    and checked again.  Returns whether the kill landed before the session's last evaluation."""
+    child = runner(db, seed=11, delay=0.05)
+    assert child.stdout.readline().startswith("started 1")
+    time.sleep(pause_s)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    before = rows(db)
+    assert Cache.open(db).integrity_ok()
+    keys = [k for _, k, _ in before]
+    assert len(keys) == len(set(keys)), "an evaluation was recorded twice"
+    assert set(before) <= set(reference), "a row differs from the uninterrupted run"
+
+    finisher = runner(db, seed=11, delay=0.0, resume=1)
+    out, err = finisher.communicate(timeout=300)
+    assert finisher.returncode == 0, err
+    after = rows(db)
+    assert sorted(after) == sorted(reference)
+    assert Cache.open(db).integrity_ok()
+    assert Cache.open(db).session(1)["exit_reason"] == "budget"
+    return len(before) < len(reference)
 
 
 def test_sigkill_at_random_moments_loses_at_most_the_evaluation_in_flight(reference, tmp_path):
-    rng = random.Random(2024)
-    survived = interrupted = 0
-    for trial in range(KILLS):
-        db = tmp_path / f"kill{trial}.db"
-        child = runner(db, seed=11, delay=0.05)
-        assert child.stdout.readline().startswith("started 1")
-        time.sleep(rng.uniform(0.0, BUDGET * 0.05 * 0.8))  # somewhere inside the session
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        before = rows(db)
-        assert Cache.open(db).integrity_ok()
-        keys = [k for _, k, _ in before]
-        assert len(keys) == len(set(keys)), "an evaluation was recorded twice"
-        assert set(before) <= set(reference), "a row differs from the uninterrupted run"
-        interrupted += len(before) < len(reference)
+    from concurrent.futures import ThreadPoolExecutor
 
-        finisher = runner(db, seed=11, delay=0.0, resume=1)
-        out, err = finisher.communicate(timeout=300)
-        assert finisher.returncode == 0, err
-        after = rows(db)
-        assert sorted(after) == sorted(reference)
-        assert Cache.open(db).integrity_ok()
-        assert Cache.open(db).session(1)["exit_reason"] == "budget"
-        survived += 1
-    assert survived == KILLS
+    rng = random.Random(2024)
+    pauses = [rng.uniform(0.0, BUDGET * 0.05 * 0.8) for _ in range(KILLS)]  # somewhere inside the session
+    with ThreadPoolExecutor(KILLS) as pool:  # each trial waits on its own processes; an assertion re-raises here
+        trials = [pool.submit(kill_and_resume, reference, tmp_path / f"kill{i}.db", pause)
+                  for i, pause in enumerate(pauses)]
+        interrupted = sum(trial.result(timeout=600) for trial in trials)
     assert interrupted >= KILLS - 1, "the kills did not land inside the sessions"
 
 

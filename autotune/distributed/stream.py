@@ -73,6 +73,8 @@ class ClusterStream:
         self._waiting.clear()
 
     def _submit(self) -> None:
+        if not self._waiting:  # asking the scheduler for its threads is a round trip: not on every poll
+            return
         slots = max(1, sum(self.client.nthreads().values())) - len(self._running)
         while self._waiting and slots > 0:
             index, history = self._waiting.popleft()
