@@ -40,7 +40,8 @@ def add_parser(subparsers: Any) -> None:
             parser.add_argument("--again", action="store_true", help="run jobs that are already recorded again")
             parser.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
                                 help="wall clock for the whole run: no job starts after it, the job running then "
-                                     "is interrupted (recorded, resumed by the same command); exit status 75")
+                                     "is interrupted (what it measured is recorded; the same command runs what is "
+                                     "left); exit status 75")
             parser.add_argument("--methods", default="",
                                 help="comma-separated subset of the experiment's methods to run, "
                                      "e.g. 'tuned softmax,helion-quick' (default: all)")
