@@ -193,7 +193,8 @@ def test_cli_show_sessions_and_export(replay_run, triton_task, monkeypatch):
         "python": ["export", str(session_id), "--db", str(db), "--format", "python"],
         "json": ["export", str(session_id), "--db", str(db), "--format", "json"],
     }
-    results = {name: _run_in_process(args, directory) for name, args in commands.items()}  # real processes: below
+    # in-process: the replay, Helion export and bad-input tests run the real executable
+    results = {name: _run_in_process(args, directory) for name, args in commands.items()}
     for name, done in results.items():
         assert done.returncode == 0, (name, done.stderr)
     assert "session 1" in results["show"].stdout
