@@ -71,25 +71,23 @@ class Run:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    from autotune.cli import positive_int
+
     parser = argparse.ArgumentParser(prog="python -m experiments.distributed_throughput",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--configs", type=int, default=64, help="configs in the generation (at least 64)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--shape", default="4096x32000")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--compile-workers", type=int, default=None,
+    parser.add_argument("--compile-workers", type=positive_int, default=None,
                         help="compile processes per GPU worker (default: this machine's cores halved, less two: "
                              "one for the worker's benchmark process, one for the worker itself)")
-    parser.add_argument("--batch-size", type=int, default=None,
+    parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="configs per Dask task (default: the evaluator's automatic size, one task per worker)")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="where the Markdown report goes")
     args = parser.parse_args(argv)
     if args.configs < 64:
         parser.error(f"--configs must be at least 64, got {args.configs}")
-    if args.batch_size is not None and args.batch_size < 1:
-        parser.error(f"--batch-size must be positive, got {args.batch_size}")
-    if args.compile_workers is not None and args.compile_workers < 1:
-        parser.error(f"--compile-workers must be positive, got {args.compile_workers}")
     return args
 
 

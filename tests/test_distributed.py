@@ -483,6 +483,17 @@ def test_throughput_experiment_refuses_without_two_gpus(capsys):
     assert err.count("\n") == 1 and "needs at least 2 GPUs" in err
 
 
+@pytest.mark.parametrize("argv", [["--configs", "32"], ["--batch-size", "0"], ["--compile-workers", "-1"],
+                                  ["--batch-size", "x"]])
+def test_throughput_experiment_refuses_bad_arguments_in_one_line(argv, capsys):
+    from experiments.distributed_throughput import parse_args
+
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and argv[0] in err.splitlines()[-1]
+
+
 def test_throughput_experiment_measures_and_reports(triton_task, one_worker, three_workers):
     from experiments.distributed_throughput import generation, measure, report, timeline
 

@@ -107,10 +107,10 @@ class DistributedEvaluator:
         stream = ClusterStream(self.client, on_worker.evaluate, self.batches(candidates), self.factory, sink_name,
                                retry_item=lambda index, batch: still_owed(index, batch) or None)
         try:
-            while not stream.finished or ready:
+            while True:
                 absorb(_drain(sink))
-                while ready:
-                    yield ready.pop(0)
+                yield from ready
+                ready.clear()
                 if stream.finished:
                     break
                 outcome = stream.next_outcome(timeout=POLL_S)
