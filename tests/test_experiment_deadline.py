@@ -159,3 +159,21 @@ def test_a_deadline_that_is_not_a_positive_number_is_refused(value, tmp_path, ca
     assert main(["experiment", "run", str(folder), "--deadline", value]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "argument --deadline" in err
+
+
+def test_a_run_cut_short_before_anything_to_report_still_exits_75(tmp_path, capsys):
+    """The deadline struck before any selected job finished, so the report has nothing to show:
+    the command says so and keeps the deadline's exit status (75), the one a batch script tests."""
+    from autotune.cli import main
+
+    folder = tmp_path / "deadline_study"
+    folder.mkdir()
+    nothing = EXPERIMENT.replace('    options.out.mkdir(parents=True, exist_ok=True)\n',
+                                 '    from autotune.errors import UserError\n'
+                                 '    raise UserError("no finished session to report")\n')
+    (folder / "__init__.py").write_text(textwrap.dedent(nothing))
+    status = main(["experiment", "run", str(folder), "--db", str(tmp_path / "s.db"), "--deadline", "1"])
+    err = capsys.readouterr().err
+    assert status == 75
+    assert "deadline reached: interrupted seed 1" in err and "no report: no finished session to report" in err
+    assert main(["experiment", "report", str(folder), "--db", str(tmp_path / "s.db")]) == 2  # a plain report still refuses

@@ -192,6 +192,21 @@ def test_every_cell_plans_on_meta_tensors_and_the_rule_seeds_it():
         assert labels["default"].key in {c.key for c in grid}, cell
 
 
+def test_the_shapes_only_binding_is_the_cpu_binding():
+    """The plan's shapes-only binding (stride-0 CPU tensors) gives the space, default and rule
+    seed of a CPU binding over real tensors, so a report made anywhere scores the same seed."""
+    from heuristics import analyse
+
+    runner, d = _modules()
+    for kernel, shape, dtype in (("matmul-layernorm", "256x128x512", "bfloat16"),
+                                 ("matmul-softmax", "128x256x1024", "float32")):
+        shapes_only, real = (runner.bind(kernel, shape, dtype, device) for device in ("meta", "cpu"))
+        assert shapes_only.fingerprint == real.fingerprint
+        assert shapes_only.default_candidate().key == real.default_candidate().key
+        seeds = [[s.params for s in analyse(task).outcome.seeds] for task in (shapes_only, real)]
+        assert seeds[0] and seeds[0] == seeds[1]
+
+
 def test_the_budget_caps_the_grid_to_a_seeded_sample():
     runner, d = _modules()
     cell = d.CELLS[0]

@@ -72,6 +72,13 @@ def run(args: argparse.Namespace, console: Any) -> int:
         except DeadlineReached as reached:  # what finished is recorded; the report shows it
             print(f"autotune: {reached}", file=sys.stderr)
             status = EXIT_DEADLINE
-    path = experiment.report(options, console)
+    try:
+        path = experiment.report(options, console)
+    except UserError as nothing_to_report:
+        if status != EXIT_DEADLINE:
+            raise
+        # Cut short before any selected job finished: the deadline, not the report, is the news.
+        print(f"autotune: no report: {nothing_to_report}", file=sys.stderr)
+        return status
     console.print(f"report written to {path}")
     return status

@@ -26,8 +26,9 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     selected = select_cells(options)  # refuses a dtype or shapes the study does not have
     results = load_study(options.db, options.dtype, options.shapes)
     if not results:
-        raise UserError(f"{options.db} holds no {d.STUDY} sessions for {options.dtype}: run `autotune experiment run "
-                        f"{options.folder} --dtype {options.dtype}` on a GPU machine first")
+        at = f" at {','.join(options.shapes)}" if options.shapes else ""
+        raise UserError(f"{options.db} holds no finished {d.STUDY} session for {options.dtype}{at}: run `autotune "
+                        f"experiment run {options.folder} --dtype {options.dtype}` on a GPU machine first")
     options.out.mkdir(parents=True, exist_ok=True)
     figures = {
         "seed vs default": plots.speedups(results, options.out / "seed_vs_default.png", {"default": "default"},

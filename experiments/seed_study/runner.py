@@ -27,9 +27,12 @@ GRID_AXES = {"m": d.GRID_M, "k": d.GRID_K, "warps": d.GRID_WARPS, "stages": d.GR
 
 
 def bind(kernel: str, shape: str, dtype: str, device: str) -> Any:
-    """The cell's tuning task.  On "meta" nothing is allocated (shapes only) and the space,
-    facts and seeds are those of a CPU binding, so any machine can check the plan; a run binds
-    on the GPU, where Helion's space (and its default) may differ from the CPU's."""
+    """The cell's tuning task.  On "meta" nothing is allocated (shapes only): the kernel is
+    bound on CPU tensors of stride 0 (one element each, however large the shape), so the
+    space, facts and seeds are those of a CPU binding and any machine can check the plan.
+    (Tensors on torch's meta device bind with torch 2.13 but not with 2.11, whose Inductor
+    refuses to lower a reduction on them.)  A run binds on the GPU, where Helion's space (and
+    its default) may differ from the CPU's."""
     import torch
 
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
@@ -45,7 +48,7 @@ def bind(kernel: str, shape: str, dtype: str, device: str) -> Any:
             torch.cuda.empty_cache()  # the inputs (gigabytes) are gone; leave their memory to the evaluator
         return task
     m, k, n = dims  # the family's inputs: x [M, K], w [K, N]
-    inputs = tuple(torch.empty(size, dtype=torch_dtype, device="meta") for size in ((m, k), (k, n)))
+    inputs = tuple(torch.empty((1, 1), dtype=torch_dtype).expand(size) for size in ((m, k), (k, n)))
     bound = spec.helion_kernel.bind(inputs)
     space, codec = space_from_bound(spec.name, bound)
     identity = SpaceIdentity(space=space, signature=signature(dims, dtype), source_hash=source_hash(spec.source_text()))
