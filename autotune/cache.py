@@ -302,6 +302,13 @@ class Cache:
             grouped.setdefault(row[0], []).append(_result(row))
         return grouped
 
+    def distinct_valid(self, fingerprint: str) -> int:
+        """How many distinct configs of a space were measured and ran correctly (any session)."""
+        return self.db.execute(
+            "SELECT COUNT(DISTINCT config_key) FROM evaluations WHERE space_fingerprint = ? AND status = 'ok'"
+            " AND source = 'measured'", (fingerprint,),
+        ).fetchone()[0]
+
     def session_evaluations(self, session_id: int) -> list[EvaluationRow]:
         rows = self.db.execute(
             f"SELECT generation, ordinal, params_json, config_json, {_RESULT_COLUMNS} FROM evaluations"

@@ -59,7 +59,9 @@ FINISHED = ("budget", "strategy finished", "strategy exhausted")
 
 
 def resumed_request(request: TuneRequest) -> TuneRequest:
-    """The request a stopped session was started with, read back from its database."""
+    """The request a stopped session was started with, read back from its database.  A
+    `--seconds` given now is this call's wall clock (a long recording made in short calls);
+    without one, each call gets the session's own."""
     mode_replay = request.replay or not gpu_available()
     path = request.replay_db if mode_replay else request.db
     journal = Cache.open(path)
@@ -76,7 +78,8 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
     options = session["options"]
     return replace(
         request, kernel=session["kernel"], shape="x".join(map(str, session["shape"])), dtype=session["dtype"],
-        strategy=session["strategy"], seed=session["seed"], budget=session["budget"], seconds=session["seconds"],
+        strategy=session["strategy"], seed=session["seed"], budget=session["budget"],
+        seconds=request.seconds if request.seconds is not None else session["seconds"],
         generation_size=options.get("generation_size"), fresh=options.get("fresh", False),
         grid=tuple(options.get("grid", ())), grid_sample=options.get("grid_sample", False),
         seed_from=options.get("seed_from", "default"),

@@ -9,6 +9,7 @@ import json
 import random
 import shutil
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -426,6 +427,8 @@ def test_resume_brings_back_the_user_configs(db, tmp_path, capsys):
                           fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=1)
     (config,) = resumed_request(request).configs
     assert json.loads(config)["num_warps"] == 16 and len(json.loads(config)) == 3
+    assert resumed_request(request).seconds is None  # the session's own wall clock: none was given
+    assert resumed_request(replace(request, seconds=30.0)).seconds == 30.0  # this call's, when given
 
 
 # -- check-config on configs that fit ------------------------------------------------------------

@@ -340,8 +340,11 @@ def test_a_database_without_the_study_is_one_line(tmp_path, capsys):
     code = cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(tmp_path / "empty.db"),
                      "--dtype", "bfloat16", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "no seed_study sessions for bfloat16" in err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "no finished seed_study session for bfloat16:" in err
     assert not (tmp_path / "r").exists()
+    code = cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(tmp_path / "empty.db"),
+                     "--dtype", "bfloat16", "--shapes", "1024x1024x1024", "--out", str(tmp_path / "r")])
+    assert code == 2 and "for bfloat16 at 1024x1024x1024:" in capsys.readouterr().err
 
 
 # -- what-if: rule variants scored on the recorded grids ----------------------------------------
