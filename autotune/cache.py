@@ -8,6 +8,7 @@ replaying GPU data) uses exactly the recorded one.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import sqlite3
@@ -274,8 +275,13 @@ class Cache:
         )
 
     def aliases(self, fingerprint: str) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+        """Raw point key -> (normalised point, native config) for a space; an alias whose JSON
+        `compact` dropped reads it from the evaluation of its config."""
         rows = self.db.execute(
-            "SELECT params_key, params_json, config_json FROM aliases WHERE space_fingerprint = ?", (fingerprint,)
+            "SELECT a.params_key, COALESCE(a.params_json, e.params_json), COALESCE(a.config_json, e.config_json)"
+            " FROM aliases a LEFT JOIN evaluations e ON a.params_json IS NULL AND e.id = (SELECT MIN(id) FROM"
+            " evaluations WHERE space_fingerprint = a.space_fingerprint AND config_key = a.config_key)"
+            " WHERE a.space_fingerprint = ?", (fingerprint,)
         ).fetchall()
         return {k: (json.loads(p), json.loads(c)) for k, p, c in rows}
 
@@ -405,9 +411,11 @@ class Cache:
 
     # -- upkeep --------------------------------------------------------------------------------
     def compact(self) -> dict[str, int]:
-        """Rewrite stored timing samples in the compact form (see `samples_text`: rows written
-        before it, or merged from older files, spell float32 values out as float64) and give
-        free pages back.  Lossless.  Returns the file's size before and after, in bytes."""
+        """Shrink the file, losslessly: rewrite timing samples in the compact form (see
+        `samples_text`; rows written by older versions, or merged from older files, spell them
+        out as text), drop the JSON of every alias that an evaluation of the same config holds
+        exactly (read back through it by `aliases`), and give free pages back.  Returns the rows
+        rewritten, the aliases shortened and the file's size before and after, in bytes."""
         conn = self.db.conn
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the file's size is the database's
         before = self.path.stat().st_size
@@ -415,9 +423,17 @@ class Cache:
             rows = conn.execute("SELECT id, samples_json FROM evaluations WHERE samples_json IS NOT NULL").fetchall()
             rewritten = [(samples_text(samples_from_text(text)), row_id) for row_id, text in rows]
             conn.executemany("UPDATE evaluations SET samples_json = ? WHERE id = ?", rewritten)
+            # Safe because one config key of a space has one normalised point and one native
+            # config; the first evaluation (the one `aliases` reads) is required to match.
+            shortened = conn.execute(
+                "UPDATE aliases SET params_json = NULL, config_json = NULL WHERE params_json IS NOT NULL AND EXISTS"
+                " (SELECT 1 FROM evaluations e WHERE e.id = (SELECT MIN(id) FROM evaluations WHERE space_fingerprint"
+                " = aliases.space_fingerprint AND config_key = aliases.config_key) AND e.params_json ="
+                " aliases.params_json AND e.config_json = aliases.config_json)").rowcount
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in WAL mode the file shrinks only here
-        return {"rows": len(rows), "bytes_before": before, "bytes_after": self.path.stat().st_size}
+        return {"rows": len(rows), "aliases": shortened, "bytes_before": before,
+                "bytes_after": self.path.stat().st_size}
 
     # -- plumbing --------------------------------------------------------------------------
     def _columns(self, table: str) -> list[str]:
@@ -451,20 +467,24 @@ def _evaluation_values(session_id: int, fingerprint: str, generation: int, ordin
 
 def samples_text(samples: Sequence[float]) -> str:
     """Timing samples as JSON, compact and lossless.  CUDA events report float32 milliseconds:
-    written as float64 they carry ~17 digits of which 7-9 mean anything, tripling the
-    database.  When every sample is exactly a float32, the shortest text of each float32 is
-    written under "float32" (read back widened, so equal to the original); otherwise the plain
-    float64 list."""
+    written as float64 text they carry ~17 digits of which 7-9 mean anything.  When every
+    sample is exactly a float32, their little-endian bytes are written in base64 under "f32"
+    (5.3 characters a sample; read back widened, so equal to the original); otherwise the
+    plain float64 list.  (Schema 2 wrote float32 samples as shortest text under "float32":
+    still read, and rewritten by `compact`.)"""
     values = np.asarray(samples, dtype=np.float64)
     narrow = values.astype(np.float32)
     if np.array_equal(narrow.astype(np.float64), values):  # NaN never compares equal: stays float64
-        return json.dumps({"float32": [float(str(v)) for v in narrow]}, separators=(",", ":"))
+        return json.dumps({"f32": base64.b64encode(narrow.astype("<f4").tobytes()).decode("ascii")},
+                          separators=(",", ":"))
     return json.dumps([float(v) for v in values], separators=(",", ":"))
 
 
 def samples_from_text(text: str) -> tuple[float, ...]:
     data = json.loads(text)
     if isinstance(data, dict):
+        if "f32" in data:
+            return tuple(float(v) for v in np.frombuffer(base64.b64decode(data["f32"]), dtype="<f4"))
         return tuple(float(v) for v in np.asarray(data["float32"], dtype=np.float32))
     return tuple(float(v) for v in data)
 

@@ -13,7 +13,7 @@ import functools
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class CacheError(Exception):
@@ -25,6 +25,14 @@ CREATE TABLE calibrations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER NOT NULL REFERENCES sessions(id),
     space_fingerprint TEXT NOT NULL, worker TEXT NOT NULL, config_key TEXT NOT NULL, median_ms REAL,
     min_ms REAL, max_ms REAL, repetitions INTEGER, created REAL NOT NULL)"""
+
+# A raw point of a space -> the config it normalised to.  params_json and config_json are NULL
+# where an evaluation of the same space and config_key holds exactly them (`Cache.compact`
+# drops the copy: most aliases are of configs that were then measured).
+_ALIASES = """
+CREATE TABLE {name} (
+    space_fingerprint TEXT NOT NULL, params_key TEXT NOT NULL, params_json TEXT, config_json TEXT,
+    config_key TEXT NOT NULL, PRIMARY KEY (space_fingerprint, params_key))"""
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,9 +54,7 @@ CREATE TABLE evaluations (
     rel_error REAL, source TEXT NOT NULL, samples_json TEXT, created REAL NOT NULL, measured_on TEXT,
     UNIQUE (session_id, generation, ordinal));
 CREATE INDEX evaluations_by_config ON evaluations(space_fingerprint, config_key);
-CREATE TABLE aliases (
-    space_fingerprint TEXT NOT NULL, params_key TEXT NOT NULL, params_json TEXT NOT NULL,
-    config_json TEXT NOT NULL, config_key TEXT NOT NULL, PRIMARY KEY (space_fingerprint, params_key));
+""" + _ALIASES.format(name="aliases") + """;
 CREATE TABLE baselines (
     id INTEGER PRIMARY KEY AUTOINCREMENT, session_id INTEGER NOT NULL REFERENCES sessions(id),
     space_fingerprint TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL, error TEXT, median_ms REAL,
@@ -58,11 +64,16 @@ CREATE TABLE baselines (
 # version -> the statements that bring a database of that version to the next one, and what
 # they add (table -> new columns; None: the whole table), so an older database can be checked
 # for damage before it is migrated.
+# Schema 3 also reads timing samples written as base64 float32 (see `cache.samples_text`),
+# which schema 2 readers cannot: hence a version, though its only statement rebuilds aliases.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE evaluations ADD COLUMN measured_on TEXT", _CALIBRATIONS),
+    2: (_ALIASES.format(name="aliases_v3"), "INSERT INTO aliases_v3 SELECT * FROM aliases", "DROP TABLE aliases",
+        "ALTER TABLE aliases_v3 RENAME TO aliases"),
 }
 ADDED_BY_MIGRATION: dict[int, dict[str, frozenset[str] | None]] = {
     1: {"evaluations": frozenset({"measured_on"}), "calibrations": None},
+    2: {},
 }
 
 

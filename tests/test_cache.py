@@ -135,6 +135,8 @@ def test_session_rows_round_trip(tmp_db):
 
 
 def test_samples_are_stored_compactly_and_losslessly_and_compact_rewrites_old_rows(tmp_path):
+    import base64
+
     import numpy as np
 
     cache = Cache.open(tmp_path / "c.db", create=True)
@@ -145,21 +147,27 @@ def test_samples_are_stored_compactly_and_losslessly_and_compact_rewrites_old_ro
     cache.record(sid, identity.fingerprint, 0, 0, C1, ok(C1.key, 0.05, samples=float32_ms))
     cache.record(sid, identity.fingerprint, 0, 1, C2, ok(C2.key, 0.05, samples=float64_ms))
     first, second = (text for (text,) in cache.db.execute("SELECT samples_json FROM evaluations ORDER BY id"))
-    assert json.loads(first) == {"float32": [0.04416, 181.6234, 0.0012345678]}
+    assert json.loads(first) == {"f32": base64.b64encode(np.array(float32_ms, dtype="<f4").tobytes()).decode()}
     assert json.loads(second) == [0.1, 1 / 3]
     rows = cache.session_evaluations(sid)
     assert rows[0].result.samples_ms == float32_ms and rows[1].result.samples_ms == float64_ms
-    # rows written by an older version spell float32 values out as float64
+    # rows written by older versions: float32 values spelt out as float64 (schema 1), or as their
+    # shortest float32 text (schema 2)
     for i in range(200):
         cache.record(sid, identity.fingerprint, 1, i, C3, ok(C3.key, 0.05, samples=[0.5]))
-    cache.db.conn.execute("UPDATE evaluations SET samples_json = ? WHERE generation = 1",
+    cache.db.conn.execute("UPDATE evaluations SET samples_json = ? WHERE generation = 1 AND ordinal < 100",
                           (json.dumps([float32_ms[0]] * 50),))
+    cache.db.conn.execute("UPDATE evaluations SET samples_json = ? WHERE generation = 1 AND ordinal >= 100",
+                          (json.dumps({"float32": [0.04416, 181.6234] * 25}),))
     cache.db.conn.commit()
     counts = cache.compact()
     assert counts["rows"] == 202 and counts["bytes_after"] < counts["bytes_before"]
     rows = cache.session_evaluations(sid)
     assert rows[2].result.samples_ms == (float32_ms[0],) * 50 and rows[2].result.median_ms == 0.05
+    assert rows[-1].result.samples_ms == float32_ms[:2] * 25
     assert rows[0].result.samples_ms == float32_ms and rows[1].result.samples_ms == float64_ms
+    assert all("f32" in json.loads(text) for (text,) in cache.db.execute(
+        "SELECT samples_json FROM evaluations WHERE generation = 1"))
     assert cache.integrity_ok()
     cache.close()
 
@@ -239,6 +247,35 @@ def test_aliases(tmp_db):
     aliases = tmp_db.aliases(identity.fingerprint)
     assert aliases == {params_key(raw): (canonical, {"BLOCK_SIZE": 256, "num_warps": 2, "extra": [None]})}
     assert tmp_db.aliases("other") == {}
+
+
+def test_compact_drops_the_alias_json_an_evaluation_holds_and_reads_back_the_same(tmp_path):
+    """Most aliases are of configs then measured: compact keeps their key alone and `aliases`
+    reads the rest from the evaluation.  An alias of a config never measured keeps its JSON,
+    and a copy merged elsewhere reads back the same."""
+    cache = Cache.open(tmp_path / "c.db", create=True)
+    identity = toy_identity()
+    sid = start(cache, identity)
+    measured = [make_candidate({"BLOCK_SIZE": b, "num_warps": w}) for b in (256, 512, 1024) for w in (2, 4, 8)]
+    for i, candidate in enumerate(measured):
+        raw = {"num_warps": candidate.native["num_warps"], "BLOCK_SIZE": candidate.native["BLOCK_SIZE"], "i": i}
+        cache.record_alias(identity.fingerprint, raw, candidate)
+        cache.record(sid, identity.fingerprint, 1, i, candidate, ok(candidate.key, 1.0 + i))
+    never_measured = make_candidate({"BLOCK_SIZE": 2048, "num_warps": 16})
+    cache.record_alias(identity.fingerprint, {"BLOCK_SIZE": 2048}, never_measured)
+    before = cache.aliases(identity.fingerprint)
+    assert len(before) == 10
+    counts = cache.compact()
+    assert counts["aliases"] == 9
+    assert cache.aliases(identity.fingerprint) == before
+    assert table_count(tmp_path / "c.db", "aliases", "params_json IS NULL") == 9
+    cache.record(sid, identity.fingerprint, 2, 0, measured[0], ok(measured[0].key, 0.5))  # measured again
+    assert cache.aliases(identity.fingerprint) == before and cache.compact()["aliases"] == 0
+    cache.close()
+    home = Cache.open(tmp_path / "home.db", create=True)
+    home.merge_from(tmp_path / "c.db")
+    assert home.aliases(identity.fingerprint) == before
+    home.close()
 
 
 def test_sessions_are_listed_newest_first(tmp_db):

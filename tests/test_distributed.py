@@ -16,7 +16,7 @@ pytest.importorskip("distributed")
 
 import autotune.cache as cache_module  # noqa: E402
 from autotune import cli  # noqa: E402
-from autotune.cache import Cache, CacheError  # noqa: E402
+from autotune.cache import SCHEMA_VERSION, Cache, CacheError  # noqa: E402
 from autotune.distributed.cluster import connect, parse_workers  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.factories import FakeEvaluatorFactory  # noqa: E402
@@ -368,16 +368,27 @@ def _meta_version(path: Path) -> str:
 
 def test_a_schema_1_database_is_migrated_on_opening(tmp_path):
     path = make_v1_database(tmp_path / "v1.db")
+    conn = sqlite3.connect(path)
+    conn.execute("""INSERT INTO aliases VALUES ('fp1', 'p2', '{"a": 2}', '{"a": 2}', 'k2')""")
+    conn.commit()
+    conn.close()
     journal = Cache.open(path)
-    assert journal.schema_version == 2 and _meta_version(path) == "2"
+    assert journal.schema_version == SCHEMA_VERSION and _meta_version(path) == str(SCHEMA_VERSION)
     rows = journal.session_evaluations(1)
     assert [(r.candidate.key, r.result.status.value, r.result.measured_on) for r in rows] == [
         ("k1", "ok", ""), ("k2", "compile_error", "")]
     assert journal.calibrations(1) == {} and journal.measured_on_counts(1) == {}
     assert journal.baselines(session_id=1)["torch.softmax"].median_ms == 0.3
+    assert journal.aliases("fp1") == {"p2": ({"a": 2}, {"a": 2})}  # carried over by the rebuild
     journal.close()
-    Cache.open(path).close()  # opening again finds it current: nothing more to do
-    assert _meta_version(path) == "2"
+    conn = sqlite3.connect(path)  # schema 3: an alias may leave its JSON to the evaluation
+    conn.execute("INSERT INTO aliases VALUES ('fp1', 'p1', NULL, NULL, 'k1')")
+    conn.commit()
+    conn.close()
+    journal = Cache.open(path)  # opening again finds it current: nothing more to do
+    assert journal.aliases("fp1") == {"p1": ({"a": 1}, {"a": 1}), "p2": ({"a": 2}, {"a": 2})}
+    journal.close()
+    assert _meta_version(path) == str(SCHEMA_VERSION)
 
 
 def test_a_damaged_schema_1_database_is_refused_not_migrated(tmp_path):

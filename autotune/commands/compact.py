@@ -1,8 +1,10 @@
 """`autotune compact [--db cache.db]`: keep the shipped database small.
 
 Timing samples written by older versions (or merged from older files) spell float32
-CUDA-event timings out as float64; this rewrites them in the compact form, which reads back to
-the same numbers, and gives free pages back to the file system.  Nothing else changes.
+CUDA-event timings out as text; this rewrites them in the compact form, which reads back to
+the same numbers.  Aliases (which config a raw point became) whose JSON an evaluation of the
+same config already holds lose their copy, and free pages go back to the file system.  What
+any command reads back is unchanged.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ NAME = "compact"
 
 def add_parser(subparsers: Any) -> None:
     sub = subparsers.add_parser(
-        NAME, help="rewrite stored timing samples compactly (losslessly) and shrink the database file")
+        NAME, help="rewrite stored timing samples and aliases compactly (losslessly) and shrink the database file")
     sub.add_argument("--db", default="cache.db", help="the database (default: cache.db)")
 
 
@@ -27,6 +29,6 @@ def run(args: argparse.Namespace, console: Any) -> int:
         counts = cache.compact()
     finally:
         cache.close()
-    console.print(f"{args.db}: {counts['rows']} rows of timing samples rewritten; "
-                  f"{counts['bytes_before'] / 1e6:.1f} MB -> {counts['bytes_after'] / 1e6:.1f} MB")
+    console.print(f"{args.db}: {counts['rows']} rows of timing samples rewritten, {counts['aliases']} aliases "
+                  f"shortened; {counts['bytes_before'] / 1e6:.1f} MB -> {counts['bytes_after'] / 1e6:.1f} MB")
     return 0
