@@ -4,8 +4,9 @@ Needs a `MatmulWithReductionEpilogueFact` whose N axis is resident (the [M_BLOCK
 accumulator holds whole output rows, so the epilogue reduces in registers).  It sizes:
 
 * M_BLOCK: the largest power of two whose fp32 accumulator M_BLOCK * N_pad * 4 bytes fits
-  ACC_REGISTER_BUDGET_BYTES, capped at MAX_M_BLOCK_16BIT scaled by the operand itemsize
-  (64 for fp16/bf16, 32 for fp32) and never below MIN_M_BLOCK; then halved (not below
+  ACC_REGISTER_BUDGET_BYTES (WIDE_M_ACC_BUDGET_BYTES from M_BLOCK = WIDE_M_BLOCK up), capped
+  at MAX_M_BLOCK_16BIT scaled by the operand itemsize (64 for fp16/bf16, 32 for fp32) and
+  never below MIN_M_BLOCK; then halved (not below
   MIN_M_BLOCK) while the grid would have fewer than MIN_PROGRAMS_PER_SM programs per SM, so
   short matrices still fill the device.  IEEE fp32 products (CUDA cores, no tensor cores)
   take MIN_M_BLOCK;
@@ -28,7 +29,7 @@ Past the feasible range (the staged footprint over the cap even at the smallest 
 and one buffer, or the accumulator alone over the register file) it declines and says why:
 it never proposes a config that cannot fit.
 
-The constants were chosen on the grids the seed study recorded on the H100 (23 cells of
+The constants were chosen on the grids the seed study recorded on the H100 (30 cells of
 seed 004's matmul + epilogue family, `experiments/seed_study/`); each comment below names
 the measurements behind it.  `python -m experiments.seed_study.whatif` scores a change of any
 of them on those grids without a GPU.
@@ -50,6 +51,14 @@ NAME = "matmul_epilogue_resident"
 # (131072x512x2048: 2.397 ms against 2.557 at M_BLOCK 16; 131072x4096x2048: 18.28 against
 # 19.35).  At N <= 1024 the dtype cap or the occupancy step decides, as before.
 ACC_REGISTER_BUDGET_BYTES = 262144
+# ... but at M_BLOCK >= WIDE_M_BLOCK only half of it.  The one recorded cell where the budget
+# gave M_BLOCK 64 a whole-file accumulator, l2norm 131072x6144x1024 bf16 (N = 1024, recorded
+# after the budget above was set: out of sample), ran 44.13 ms at M 64 (K 32, 8 warps, 3
+# stages) against 5.83 ms at M 32 with the same K, warps and stages (the grid's best), while
+# whole-file accumulators at M 32 (N = 2048) were the grid's best in all six such cells.
+# Fitted on that one cell: the next N = 1024 cells test it.
+WIDE_M_BLOCK = 64
+WIDE_M_ACC_BUDGET_BYTES = 131072
 # The whole register file of one SM (H100: 65536 x 4 bytes).  An accumulator larger than
 # this cannot stay in registers at the smallest M_BLOCK: the rule declines.
 REGISTER_FILE_BYTES = 262144
@@ -186,6 +195,10 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
     budget = (f"within {ACC_REGISTER_BUDGET_BYTES} B" if accumulator <= ACC_REGISTER_BUDGET_BYTES else
               f"over the {ACC_REGISTER_BUDGET_BYTES} B budget at the smallest M_BLOCK, within the "
               f"{REGISTER_FILE_BYTES} B register file")
+    wide = _budget_m_block(n_pad, itemsize)
+    if not cuda_cores and wide >= WIDE_M_BLOCK and wide * n_pad * 4 > WIDE_M_ACC_BUDGET_BYTES:
+        budget += (f" (M_BLOCK {wide} would need {wide * n_pad * 4} B, over the {WIDE_M_ACC_BUDGET_BYTES} B "
+                   f"allowed from M_BLOCK {WIDE_M_BLOCK})")
     reason = (f"{units}; fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B {budget}; "
               f"staged {staged_buffers(stages)} buffer(s) x {k_block} x ({m_block} + {n_pad}) x {itemsize} = "
               f"{footprint} B within {cap} B ({stages} stages); {warps} warps")
@@ -198,10 +211,18 @@ def _m_block(matmul: MatmulFact, n_pad: int, itemsize: int, cuda_cores: bool, m_
     floor = max(m_values[0], MIN_M_BLOCK)
     if cuda_cores:
         return min(floor, m_values[-1])
-    max_m = max(1, MAX_M_BLOCK_16BIT * 2 // itemsize)
-    m_block = max(1, min(max_m, prev_pow2(ACC_REGISTER_BUDGET_BYTES // (n_pad * 4))))
+    m_block = _budget_m_block(n_pad, itemsize)
+    while m_block >= WIDE_M_BLOCK and m_block * n_pad * 4 > WIDE_M_ACC_BUDGET_BYTES:
+        m_block //= 2
     m_block = min(max(m_block, floor), m_values[-1])
     return _for_occupancy(m_block, matmul.m, device, floor)
+
+
+def _budget_m_block(n_pad: int, itemsize: int) -> int:
+    """The largest M_BLOCK (a power of two, within the dtype's cap) whose accumulator fits
+    ACC_REGISTER_BUDGET_BYTES."""
+    max_m = max(1, MAX_M_BLOCK_16BIT * 2 // itemsize)
+    return max(1, min(max_m, prev_pow2(ACC_REGISTER_BUDGET_BYTES // (n_pad * 4))))
 
 
 def _for_occupancy(m_block: int, m: int | None, device: DeviceLimits, floor: int) -> int:
@@ -240,7 +261,8 @@ def _constants(device: DeviceLimits, cap: int, n_pad: int, itemsize: int, footpr
                cuda_cores: bool) -> dict[str, Any]:
     """What a seed records about how it was sized (the rule's constants and the derived values)."""
     return {
-        "ACC_REGISTER_BUDGET_BYTES": ACC_REGISTER_BUDGET_BYTES, "MAX_M_BLOCK_16BIT": MAX_M_BLOCK_16BIT,
+        "ACC_REGISTER_BUDGET_BYTES": ACC_REGISTER_BUDGET_BYTES, "WIDE_M_BLOCK": WIDE_M_BLOCK,
+        "WIDE_M_ACC_BUDGET_BYTES": WIDE_M_ACC_BUDGET_BYTES, "MAX_M_BLOCK_16BIT": MAX_M_BLOCK_16BIT,
         "MIN_M_BLOCK": MIN_M_BLOCK, "K_BLOCK_BANDS": list(K_BLOCK_BANDS), "WIDE_K_BLOCK": WIDE_K_BLOCK,
         "NUM_STAGES_BANDS": list(NUM_STAGES_BANDS),
         "CUDA_CORE_STAGES": CUDA_CORE_STAGES, "MIN_PROGRAMS_PER_SM": MIN_PROGRAMS_PER_SM,

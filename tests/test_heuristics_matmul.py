@@ -66,6 +66,8 @@ def expected_m_block(bound, n: int, rows: int = ROWS, sm_count: int = H100.sm_co
     m = 1
     while m * 2 * n_pad * 4 <= me.ACC_REGISTER_BUDGET_BYTES and m * 2 <= cap:
         m *= 2
+    if m >= me.WIDE_M_BLOCK and m * n_pad * 4 > me.WIDE_M_ACC_BUDGET_BYTES:
+        m = max(1, me.WIDE_M_ACC_BUDGET_BYTES // (n_pad * 4))  # a power of two: both are
     m = max(m, SMALLEST_M)
     while m // 2 >= SMALLEST_M and math.ceil(rows / m) < me.MIN_PROGRAMS_PER_SM * sm_count:
         m //= 2
@@ -166,6 +168,20 @@ def test_the_wide_k_band_only_at_eight_warps_with_sixteen_bit_operands(bound):
         assert footprint(3, 64, 64, 256, itemsize) <= CAP  # N = 256 would fit: warps decide
         assert footprint(3, 64, 64, 512, itemsize) <= CAP < footprint(3, 64, 64, 1024, itemsize)
         assert [rule_at(bound, n)[0].params["block_sizes[1]"] for n in (256, 512, 1024)] == [32, 64, 32]
+
+
+def test_a_whole_register_file_accumulator_only_below_the_wide_m_tile(bound):
+    """M 64 keeps its accumulator to half the register file (N <= 512 for 16-bit operands);
+    at N = 1024 the whole-file budget's M 64 becomes M 32, and N = 2048 keeps M 32's
+    whole-file accumulator."""
+    if cuda_cores(bound) or itemsize_of(bound) != 2:
+        pytest.skip("the M_BLOCK cap is 32 for 32-bit operands")
+    m_blocks = [rule_at(bound, n)[0].params["block_sizes[0]"] for n in (512, 1024, 2048)]
+    assert m_blocks == [64, 32, 32]
+    assert "M_BLOCK 64 would need 262144 B, over the 131072 B allowed from M_BLOCK 64" in rule_at(bound, 1024)[0].reason
+    assert "would need" not in rule_at(bound, 512)[0].reason + rule_at(bound, 2048)[0].reason
+    assert 64 * 512 * 4 == me.WIDE_M_ACC_BUDGET_BYTES < 64 * 1024 * 4 <= me.ACC_REGISTER_BUDGET_BYTES
+    assert 32 * 2048 * 4 == me.ACC_REGISTER_BUDGET_BYTES  # M 32 may take the whole file
 
 
 def test_ieee_fp32_runs_one_stage_at_the_smallest_m_block(bound):
