@@ -97,14 +97,17 @@ def summarise(results: list[dict[str, Any]], optima: dict[str, float], budgets: 
 
 
 def markdown(rows: list[dict[str, Any]], optima: dict[str, float], repeats: int, budgets: tuple[int, ...],
-             timing: str) -> str:
+             timing: str, terrains: dict[str, Any] | None = None) -> str:
     lines = ["# Our strategies vs Kernel Tuner's on spaces recorded by others", "",
              f"Median of optimum / best found over {repeats} seeded runs (1.000 = found the optimum), and in "
              f"brackets the share of runs within 2% of the optimum. Kernel Tuner {_kt_version()} in simulation mode "
              f"(`max_fevals` = budget); ours through `autotune simulate`'s loop. {timing}", ""]
     for space in dict.fromkeys(r["space"] for r in rows):
-        lines += [f"## {space} (optimum {optima[space]:.4g} ms)", "",
-                  "| strategy | " + " | ".join(f"budget {b}" for b in budgets) + " |",
+        lines += [f"## {space} (optimum {optima[space]:.4g} ms)", ""]
+        if terrains and space in terrains:  # what the within-2% shares should be read against
+            lines += [f"The space: {terrains[space].describe(budgets[0])}; with "
+                      + ", ".join(f"{b}, {terrains[space].random_hit_chance(b):.1%}" for b in budgets[1:]) + ".", ""]
+        lines += ["| strategy | " + " | ".join(f"budget {b}" for b in budgets) + " |",
                   "|---|" + "---|" * len(budgets)]
         for strategy in dict.fromkeys(r["strategy"] for r in rows if r["space"] == space):
             cells = []
@@ -158,7 +161,11 @@ def main() -> None:
     budgets = tuple(int(b) for b in args.budgets.split(","))
     spaces = [s for s in args.spaces.split(",") if s]
     started = time.perf_counter()
-    optima = {Path(s).name: _recorded(Path(s)).optimum_ms for s in spaces}
+    from autotune.simulation.landscape import landscape
+
+    recorded = {Path(s).name: _recorded(Path(s)) for s in spaces}
+    optima = {name: space.optimum_ms for name, space in recorded.items()}
+    terrains = {name: landscape(space, WITHIN) for name, space in recorded.items()}
     jobs = [(run_ours, s, name) for s in spaces for name in args.ours.split(",") if name] + \
            [(run_kernel_tuner, s, name) for s in spaces for name in args.kernel_tuner.split(",") if name]
     out = Path(args.out)
@@ -186,7 +193,7 @@ def main() -> None:
     timing = (f"Time of the jobs, one CPU core each: {sum(timed):.0f} s ({len(timed)} of {len(results)} jobs timed; "
               f"this command's wall time {time.perf_counter() - started:.0f} s, jobs already in "
               f"`{partial.name}` not run again).")
-    report = markdown(rows, optima, args.repeats, budgets, timing)
+    report = markdown(rows, optima, args.repeats, budgets, timing, terrains)
     (out / "kernel_tuner_comparison.md").write_text(report)
     (out / "kernel_tuner_comparison.json").write_text(json.dumps({"optima": optima, "rows": rows}, indent=1))
     print(report)

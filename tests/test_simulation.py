@@ -15,6 +15,7 @@ import pytest
 
 from autotune.cache import Cache
 from autotune.cli import main
+from autotune.simulation.landscape import landscape
 from autotune.simulation.oracle import Outcome, RecordedSpace, point_text
 from autotune.simulation.runner import NotSimulable, Trace, simulate
 from autotune.simulation.stats import Spread, reach, summarise
@@ -188,6 +189,27 @@ def test_model_based_search_beats_random_on_a_smooth_space():
     assert surrogate < 40 < random_search
 
 
+def test_the_landscape_counts_configs_near_the_optimum_and_predicts_random_search(recorded):
+    """The toy bowl: best 1.05 ms at (8, 2) and (8, 4), every other valid point at least 1.1;
+    random search's hit rate within 2% follows the hypergeometric formula."""
+    terrain = landscape(recorded)
+    assert (terrain.recorded, terrain.valid, terrain.near_optimum) == (30, 28, 2)
+    assert terrain.runner_up_ratio == pytest.approx(1.0)
+    for budget in (1, 5, 20, 28, 29, 40):
+        expected = 1 - math.comb(28, min(budget, 30)) / math.comb(30, min(budget, 30))
+        assert terrain.random_hit_chance(budget) == pytest.approx(expected)
+    assert terrain.random_hit_chance(0) == 0.0 and terrain.random_hit_chance(29) == 1.0
+    runs = [simulate("random", recorded, budget=5, seed=seed) for seed in range(400)]
+    hits = sum(min(run.times_ms) <= recorded.optimum_ms * 1.02 for run in runs) / len(runs)
+    assert abs(hits - terrain.random_hit_chance(5)) < 0.08  # 0.310 expected; 400 runs: sd 0.023
+    lone = landscape(RecordedSpace("spike", "s" * 24, "test-gpu", recorded.space, {
+        **recorded.outcomes, point_text({"x": 1, "y": 1}): Outcome(Status.OK, 0.5, 1.0)}))
+    assert lone.near_optimum == 1 and lone.runner_up_ratio == pytest.approx(0.5 / 1.05)
+    assert lone.describe(10).startswith("1 of 28 valid configs (30 recorded) within 2% of the optimum; the second "
+                                        "fastest is 0.476 of the optimum; 10 distinct random configs hit one with "
+                                        "probability 33.3%")  # 10 of the 30
+
+
 # -- the command ----------------------------------------------------------------------------
 def test_simulate_command_prints_the_table_and_writes_plot_and_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
@@ -204,6 +226,9 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_json(tmp_path, ca
     assert payload["space"] == fingerprint and payload["optimum_ms"] == pytest.approx(bowl(8, 2))
     assert [s["strategy"] for s in payload["summaries"]] == ["random", "pattern"]
     assert all(s["runs"] == 5 for s in payload["summaries"])
+    assert "the space: 2 of 28 valid configs (30 recorded) within 2% of the optimum" in " ".join(out.split())
+    assert payload["landscape"]["near_optimum"] == 2
+    assert payload["landscape"]["random_hit_chance"] == pytest.approx(1 - math.comb(28, 10) / math.comb(30, 10))
 
 
 @pytest.mark.parametrize("args, message", [

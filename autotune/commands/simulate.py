@@ -22,6 +22,7 @@ from rich.table import Table
 
 from autotune.cache import Cache, SpaceRecord
 from autotune.errors import UserError
+from autotune.simulation.landscape import landscape
 from autotune.simulation.oracle import RecordedSpace
 from autotune.simulation.runner import NotSimulable, Trace, simulate
 from autotune.simulation.stats import THRESHOLDS, StrategySummary, summarise
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace, console: Any) -> int:
         raise UserError(f"space {record.fingerprint[:12]} has no successful measurement to compare against")
     console.print(f"simulating on {recorded.label}: {len(recorded.outcomes)} recorded configs "
                   f"({recorded.valid_count} valid), best {optimum:.4g} ms; space {record.fingerprint}")
+    terrain = landscape(recorded)
+    console.print(f"the space: {terrain.describe(args.budget)}")
     console.print(ORACLE_NOTE)
     traces, summaries = _run_all(names, recorded, args, console)
     console.print(summary_table(summaries, recorded.label))
@@ -85,7 +88,11 @@ def run(args: argparse.Namespace, console: Any) -> int:
     if args.json:
         payload = {"space": record.fingerprint, "label": recorded.label, "optimum_ms": optimum,
                    "recorded": len(recorded.outcomes), "valid": recorded.valid_count, "repeats": args.repeats,
-                   "budget": args.budget, "seed": args.seed, "summaries": [summary_dict(s) for s in summaries]}
+                   "budget": args.budget, "seed": args.seed,
+                   "landscape": {"near_optimum": terrain.near_optimum, "within": terrain.within,
+                                 "runner_up_ratio": terrain.runner_up_ratio,
+                                 "random_hit_chance": terrain.random_hit_chance(args.budget)},
+                   "summaries": [summary_dict(s) for s in summaries]}
         Path(args.json).write_text(json.dumps(_finite(payload), indent=1, allow_nan=False))
         console.print(f"figures written to {args.json}")
     return 0
