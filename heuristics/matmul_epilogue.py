@@ -55,7 +55,8 @@ ACC_REGISTER_BUDGET_BYTES = 262144
 # gave M_BLOCK 64 a whole-file accumulator, l2norm 131072x6144x1024 bf16 (N = 1024, recorded
 # after the budget above was set: out of sample), ran 44.13 ms at M 64 (K 32, 8 warps, 3
 # stages) against 5.83 ms at M 32 with the same K, warps and stages (the grid's best), while
-# whole-file accumulators at M 32 (N = 2048) were the grid's best in all six such cells.
+# whole-file accumulators at M 32 were the grid's best in all five cells of 131072 rows at
+# N = 2048 bf16.
 # Fitted on that one cell: the next N = 1024 cells test it.
 WIDE_M_BLOCK = 64
 WIDE_M_ACC_BUDGET_BYTES = 131072
@@ -195,10 +196,10 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
     budget = (f"within {ACC_REGISTER_BUDGET_BYTES} B" if accumulator <= ACC_REGISTER_BUDGET_BYTES else
               f"over the {ACC_REGISTER_BUDGET_BYTES} B budget at the smallest M_BLOCK, within the "
               f"{REGISTER_FILE_BYTES} B register file")
-    wide = _budget_m_block(n_pad, itemsize)
-    if not cuda_cores and wide >= WIDE_M_BLOCK and wide * n_pad * 4 > WIDE_M_ACC_BUDGET_BYTES:
-        budget += (f" (M_BLOCK {wide} would need {wide * n_pad * 4} B, over the {WIDE_M_ACC_BUDGET_BYTES} B "
-                   f"allowed from M_BLOCK {WIDE_M_BLOCK})")
+    budget_m = _budget_m_block(n_pad, itemsize)
+    if not cuda_cores and m_block == _wide_m_capped(budget_m, n_pad) < budget_m:  # the cap, not occupancy, chose
+        budget += (f" (M_BLOCK {budget_m} would need {budget_m * n_pad * 4} B, over the "
+                   f"{WIDE_M_ACC_BUDGET_BYTES} B allowed from M_BLOCK {WIDE_M_BLOCK})")
     reason = (f"{units}; fp32 accumulator [{m_block}, {n_pad}] = {accumulator} B {budget}; "
               f"staged {staged_buffers(stages)} buffer(s) x {k_block} x ({m_block} + {n_pad}) x {itemsize} = "
               f"{footprint} B within {cap} B ({stages} stages); {warps} warps")
@@ -211,9 +212,7 @@ def _m_block(matmul: MatmulFact, n_pad: int, itemsize: int, cuda_cores: bool, m_
     floor = max(m_values[0], MIN_M_BLOCK)
     if cuda_cores:
         return min(floor, m_values[-1])
-    m_block = _budget_m_block(n_pad, itemsize)
-    while m_block >= WIDE_M_BLOCK and m_block * n_pad * 4 > WIDE_M_ACC_BUDGET_BYTES:
-        m_block //= 2
+    m_block = _wide_m_capped(_budget_m_block(n_pad, itemsize), n_pad)
     m_block = min(max(m_block, floor), m_values[-1])
     return _for_occupancy(m_block, matmul.m, device, floor)
 
@@ -223,6 +222,13 @@ def _budget_m_block(n_pad: int, itemsize: int) -> int:
     ACC_REGISTER_BUDGET_BYTES."""
     max_m = max(1, MAX_M_BLOCK_16BIT * 2 // itemsize)
     return max(1, min(max_m, prev_pow2(ACC_REGISTER_BUDGET_BYTES // (n_pad * 4))))
+
+
+def _wide_m_capped(m_block: int, n_pad: int) -> int:
+    """Halve M_BLOCK while it is at least WIDE_M_BLOCK with an accumulator over WIDE_M_ACC_BUDGET_BYTES."""
+    while m_block >= WIDE_M_BLOCK and m_block * n_pad * 4 > WIDE_M_ACC_BUDGET_BYTES:
+        m_block //= 2
+    return m_block
 
 
 def _for_occupancy(m_block: int, m: int | None, device: DeviceLimits, floor: int) -> int:
