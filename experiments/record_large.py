@@ -11,7 +11,7 @@ continues the part's unfinished random-search session, or starts the next one (s
 then 12, ...: a finished session whose configs partly failed or repeated others leaves the
 part short), for at most SECONDS of wall clock.  Each config is committed as it is measured,
 so a long recording is made in short calls and a killed call loses at most the config in
-flight.  Exit status: 0 done or progressed, 2 bad input.
+flight.  Exit status: 0 when the part is done or --status, 2 for bad input, else the tune command's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ SESSION_BUDGET = 2000
 # 1 config in 20 timed out), so new sessions ask 256 at a time; a resumed one keeps its own.
 GENERATION_SIZE = 256
 COMPILE_TIMEOUT_S = 30  # as the earlier recordings of these spaces: their oracles stay comparable
-TIMING_MS = 40  # GPU time per config: medians within ~1% at these sizes, 6x faster than the default
+TIMING_MS = 40  # GPU time spent timing each config, as the earlier recordings (the tune default is 250)
 
 
 @dataclass(frozen=True)
