@@ -246,7 +246,7 @@ class Cache:
                       c.key) for _, _, c, _ in rows],
                 )
 
-    def merge_from(self, path: str | Path) -> dict[str, int]:
+    def merge_from(self, path: str | Path, *, fork_divergent: bool = False) -> dict[str, int]:
         """Copy every space, session, evaluation, baseline and alias of another database into this one.
 
         Why: measurements are made on GPU machines into copies of a database and must come home
@@ -255,7 +255,8 @@ class Cache:
         been resumed in the copy, so the rows it lacks are added and, where the copy got further,
         its end is taken; rows already here are never duplicated or changed, so merging twice adds
         nothing.  Two copies that recorded different configs at one place of a session are two
-        histories, refused (UserError).  One transaction: a failure or a refusal leaves this
+        histories, refused (UserError), or with `fork_divergent` the copy's rows from the first
+        difference on are kept as a new session marked as a fork of this one.  One transaction: a failure or a refusal leaves this
         database as it was.  An older source is read as it is (never migrated): columns it lacks
         stay empty here.
         """
@@ -263,7 +264,7 @@ class Cache:
         source_columns = {table: other._columns(table) for table in ("evaluations", "baselines", "calibrations")}
         other.close()
         return merge_into(self.db.conn, path, {table: self._columns(table) for table in source_columns},
-                          source_columns, self._columns("sessions"))
+                          source_columns, self._columns("sessions"), fork_divergent=fork_divergent)
 
     def record_alias(self, fingerprint: str, raw: Mapping[str, Any], candidate: Candidate) -> None:
         """Remember which normalised config a raw point became (replay needs this off the GPU)."""

@@ -2,30 +2,39 @@
 
 Part of the cache: the source database is attached as `other` to the target's connection and
 everything happens in one transaction.  New sessions are copied under new ids; a session both
-databases hold (a copy resumed elsewhere) is brought up to date row by row, or refused when the
-two copies recorded different configs at one place.
+databases hold (a copy resumed elsewhere) is brought up to date row by row.  Where the two
+copies recorded different configs at one place (the session was resumed in two places), the
+merge is refused, or with `fork_divergent` the source's rows from that place on are kept as a
+new, finished session that names the original and the place (a fork: measurements are never
+thrown away, and the original's history stays the one it recorded).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any, Mapping
 
 from autotune.cache_schema import transaction
 from autotune.errors import UserError
+from search_spaces.space import canonical_json
+
+
+FORKED = "diverged"  # the exit reason of a fork: it lacks the history before its first row, so it cannot resume
 
 
 def merge_into(conn: sqlite3.Connection, path: str | Path, target_columns: Mapping[str, list[str]],
-               source_columns: Mapping[str, list[str]], session_columns: list[str]) -> dict[str, int]:
+               source_columns: Mapping[str, list[str]], session_columns: list[str], *,
+               fork_divergent: bool = False) -> dict[str, int]:
     """Merge the database at `path` into the one `conn` is open on (see `Cache.merge_from`).
-    Returns counts: new sessions and their rows per table, sessions already here, and how many
-    of those were brought up to date with how many rows."""
+    Returns counts: new sessions and their rows per table, sessions already here, how many of
+    those were brought up to date with how many rows, and the forks kept with their rows."""
     columns = {table: [c for c in target_columns[table]  # none for a table the source's schema lacks
                        if c not in ("id", "session_id") and c in source_columns.get(table, ())]
                for table in _NATURAL_KEYS}
     counts = dict.fromkeys(("sessions", *_NATURAL_KEYS, "skipped_sessions", "extended_sessions",
-                            "extended_rows"), 0)
+                            "extended_rows", "forked_sessions", "forked_rows"), 0)
     conn.execute("ATTACH DATABASE ? AS other", (str(path),))
     try:
         with transaction(conn):
@@ -41,7 +50,15 @@ def merge_into(conn: sqlite3.Connection, path: str | Path, target_columns: Mappi
                         counts[table] += added
                     continue
                 counts["skipped_sessions"] += 1
-                added = _bring_up_to_date(conn, columns, here, old_id, values, path)
+                clash = _first_clash(conn, here, old_id)
+                if clash is not None and fork_divergent:
+                    forked = _keep_fork(conn, columns, here, old_id, values, clash[:2])
+                    counts["forked_sessions"] += 1
+                    counts["forked_rows"] += forked
+                    continue
+                if clash is not None:
+                    _refuse_another_history(clash, here, old_id, values, path)
+                added = _bring_up_to_date(conn, columns, here, old_id, values)
                 if added is not None:
                     counts["extended_sessions"] += 1
                     counts["extended_rows"] += added
@@ -63,9 +80,9 @@ _NATURAL_KEYS: dict[str, tuple[str, ...]] = {
 def _same_session(conn: sqlite3.Connection, values: Mapping[str, Any]) -> int | None:
     """The id here of the session the source's `values` describe, or None (identity: space,
     strategy, seed, device and start time, which a resume keeps)."""
-    row = conn.execute(
+    row = conn.execute(  # the original, not a fork of it kept by an earlier merge (forks come later)
         "SELECT id FROM main.sessions WHERE space_fingerprint=? AND strategy=? AND seed IS ? AND device=?"
-        " AND started=?",
+        " AND started=? ORDER BY id LIMIT 1",
         (values["space_fingerprint"], values["strategy"], values["seed"], values["device"], values["started"]),
     ).fetchone()
     return int(row[0]) if row else None
@@ -81,30 +98,39 @@ def _copy_session(conn: sqlite3.Connection, columns: Mapping[str, list[str]], so
 
 
 def _copy_rows(conn: sqlite3.Connection, columns: Mapping[str, list[str]], target_id: int,
-               source_id: int) -> dict[str, int]:
+               source_id: int, *, fork_of: int | None = None, from_place: tuple[int, int] | None = None,
+               ) -> dict[str, int]:
     """Copy a source session's rows into a session here, leaving out each row whose natural key
-    the session here already has (none, for a session just created).  Rows added per table."""
+    the session here already has (none, for a session just created).  For a fork: only the
+    evaluations from `from_place` (generation, ordinal) on, no baselines (the original `fork_of`
+    holds them), and only the calibrations the original lacks.  Rows added per table."""
     added = {}
     for table, cols in columns.items():
-        if not cols:
+        if not cols or (fork_of is not None and table == "baselines"):
             added[table] = 0
             continue
         same = " AND ".join(f"t.{c} = o.{c}" for c in _NATURAL_KEYS[table])
+        where, parameters = "", ()
+        if fork_of is not None and table == "evaluations":
+            where = " AND (o.generation > ? OR (o.generation = ? AND o.ordinal >= ?))"
+            parameters = (from_place[0], from_place[0], from_place[1])
+        elif fork_of is not None:
+            where = f" AND NOT EXISTS (SELECT 1 FROM main.{table} t WHERE t.session_id = ? AND {same})"
+            parameters = (fork_of,)
         cursor = conn.execute(
             f"INSERT INTO main.{table}(session_id, {', '.join(cols)}) SELECT ?, {', '.join('o.' + c for c in cols)}"
             f" FROM other.{table} o WHERE o.session_id = ? AND NOT EXISTS"
-            f" (SELECT 1 FROM main.{table} t WHERE t.session_id = ? AND {same}) ORDER BY o.id",
-            (target_id, source_id, target_id))
+            f" (SELECT 1 FROM main.{table} t WHERE t.session_id = ? AND {same}){where} ORDER BY o.id",
+            (target_id, source_id, target_id, *parameters))
         added[table] = cursor.rowcount
     return added
 
 
 def _bring_up_to_date(conn: sqlite3.Connection, columns: Mapping[str, list[str]], target_id: int, source_id: int,
-                      source: Mapping[str, Any], path: str | Path) -> int | None:
+                      source: Mapping[str, Any]) -> int | None:
     """Add to session `target_id` what the source's copy of it recorded after the two parted (a
-    resume elsewhere), and take the copy's end where the copy got further.  The rows added, or
-    None where the session here was already up to date."""
-    _refuse_another_history(conn, target_id, source_id, source, path)
+    resume elsewhere; the same history, checked by the caller), and take the copy's end where the
+    copy got further.  The rows added, or None where the session here was already up to date."""
     count = "SELECT COUNT(*) FROM {}.evaluations WHERE session_id = ?"
     theirs = conn.execute(count.format("other"), (source_id,)).fetchone()[0]
     ours = conn.execute(count.format("main"), (target_id,)).fetchone()[0]
@@ -119,19 +145,48 @@ def _bring_up_to_date(conn: sqlite3.Connection, columns: Mapping[str, list[str]]
     return added if added or further else None
 
 
-def _refuse_another_history(conn: sqlite3.Connection, target_id: int, source_id: int, source: Mapping[str, Any],
-                            path: str | Path) -> None:
-    """Refuse (UserError, one line) a source whose copy of the session recorded another config
-    than this one at some place: the two continued differently, and no merge of them is true."""
-    clash = conn.execute(
+def _first_clash(conn: sqlite3.Connection, target_id: int, source_id: int) -> tuple[int, int, str, str] | None:
+    """The first place (generation, ordinal) where the source's copy of a session recorded another
+    config than the session here, with the two config keys (theirs, ours); None for one history."""
+    return conn.execute(
         "SELECT o.generation, o.ordinal, o.config_key, t.config_key FROM other.evaluations o JOIN main.evaluations t"
         " ON t.session_id = ? AND t.generation = o.generation AND t.ordinal = o.ordinal"
         " WHERE o.session_id = ? AND o.config_key != t.config_key ORDER BY o.generation, o.ordinal LIMIT 1",
         (target_id, source_id)).fetchone()
-    if clash:
-        generation, ordinal, theirs, ours = clash
-        raise UserError(
-            f"cannot merge {path}: its session {source_id} is session {target_id} here ({source['kernel']} "
-            f"{source['strategy']} seed {source['seed']}), but the two copies recorded different configs at "
-            f"generation {generation}, ordinal {ordinal} ({theirs} there, {ours} here): they are two histories "
-            f"of one session, so nothing of {path} was merged")
+
+
+def _refuse_another_history(clash: tuple[int, int, str, str], target_id: int, source_id: int,
+                            source: Mapping[str, Any], path: str | Path) -> None:
+    """Refuse (UserError, one line) a source whose copy of the session recorded another config
+    than this one at some place: the two continued differently, and no merge of them is true."""
+    generation, ordinal, theirs, ours = clash
+    raise UserError(
+        f"cannot merge {path}: its session {source_id} is session {target_id} here ({source['kernel']} "
+        f"{source['strategy']} seed {source['seed']}), but the two copies recorded different configs at "
+        f"generation {generation}, ordinal {ordinal} ({theirs} there, {ours} here): they are two histories "
+        f"of one session, so nothing of {path} was merged (--fork-divergent keeps its rows from there on as "
+        f"a new session)")
+
+
+def _keep_fork(conn: sqlite3.Connection, columns: Mapping[str, list[str]], original_id: int, source_id: int,
+               source: Mapping[str, Any], place: tuple[int, int]) -> int:
+    """Keep the source's rows from `place` on as a fork of session `original_id`: a new session
+    (or the fork an earlier merge of the same copy made, brought up to date) with the source's
+    identity and end, exit reason FORKED and `forked_from` in its options.  Rows added."""
+    generation, ordinal = place
+    existing = conn.execute(
+        "SELECT id FROM main.sessions WHERE exit_reason = ? AND json_extract(options, '$.forked_from.session') = ?"
+        " AND json_extract(options, '$.forked_from.generation') = ? AND json_extract(options, '$.forked_from.ordinal') = ?"
+        " AND started = ? ORDER BY id LIMIT 1",
+        (FORKED, original_id, generation, ordinal, source["started"])).fetchone()
+    if existing is not None:
+        fork_id = int(existing[0])
+    else:
+        values = dict(source)
+        options = json.loads(values["options"])
+        options["forked_from"] = {"session": original_id, "generation": generation, "ordinal": ordinal}
+        values.update(options=canonical_json(options), exit_reason=FORKED)
+        fork_id = int(conn.execute(
+            f"INSERT INTO main.sessions({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+            tuple(values.values())).lastrowid)
+    return sum(_copy_rows(conn, columns, fork_id, source_id, fork_of=original_id, from_place=place).values())

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from autotune.cache import Cache, SpaceRecord
+from autotune.cache_merge import FORKED
 from autotune.errors import UserError
 from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
@@ -55,7 +56,7 @@ def gpu_available() -> bool:
     return torch.cuda.is_available()
 
 
-FINISHED = ("budget", "strategy finished", "strategy exhausted")
+FINISHED = ("budget", "strategy finished", "strategy exhausted", FORKED)
 
 
 def resumed_request(request: TuneRequest) -> TuneRequest:
@@ -71,6 +72,10 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         journal.close()
     if session is None:
         raise UserError(f"no session {request.resume} in {path}")
+    if session["exit_reason"] == FORKED:
+        fork = session["options"].get("forked_from", {})
+        raise UserError(f"session {request.resume} is a fork of session {fork.get('session')} kept by a merge: it "
+                        f"lacks the history before generation {fork.get('generation')}, so it cannot be resumed")
     if session["mode"] != ("replay" if mode_replay else "gpu"):
         raise UserError(f"session {request.resume} was a {session['mode']} session; resume it the same way")
     if session["exit_reason"] in FINISHED:

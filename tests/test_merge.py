@@ -197,3 +197,43 @@ def test_two_histories_of_one_session_are_refused_and_change_nothing(tmp_path, t
     assert error.startswith("autotune: error:") and "\n" not in error
     assert "session 1" in error and f"generation {generation}, ordinal {ordinal}" in error
     assert home.read_bytes() == before and _state(home) == state
+
+
+def test_a_divergent_copy_kept_as_a_fork_holds_only_its_own_rows_once(tmp_path, triton_task, capsys):
+    home, away = tmp_path / "home.db", tmp_path / "away.db"
+    _cut_short(home, triton_task, 4, killed=False)
+    shutil.copy(home, away)
+    _run(away, triton_task, _Calibrated(), resume=1)
+    home_rows, away_rows = _state(home)[1], _state(away)[1]
+    generation, ordinal, key, _ = away_rows[len(home_rows)]  # the first place only the copy's resume reached ...
+    cache = Cache.open(home)
+    try:  # ... where home, continued another way, recorded another config
+        other = next(r for r in cache.session_evaluations(1) if r.candidate.key != key)
+        cache.record(1, triton_task.fingerprint, generation, ordinal, other.candidate, other.result)
+    finally:
+        cache.close()
+    original = _state(home)
+
+    assert main(["merge", str(away), "--into", str(home), "--fork-divergent"]) == 0
+    forked = [row for row in away_rows if row[:2] >= (generation, ordinal)]
+    assert len(forked) >= 2  # the place where they differ and what the copy measured after it
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"1 kept as fork(s) ({len(forked) + 1} row(s))" in said  # its rows and the resume's calibration
+    assert _state(home) == original  # the original's history is untouched
+    cache = Cache.open(home)
+    try:
+        fork = cache.session(2)
+        assert fork["exit_reason"] == "diverged"
+        assert fork["options"]["forked_from"] == {"session": 1, "generation": generation, "ordinal": ordinal}
+        assert [(r.generation, r.ordinal, r.candidate.key, r.result) for r in cache.session_evaluations(2)] == forked
+        assert cache.baselines(session_id=2) == {}  # the original holds them
+    finally:
+        cache.close()
+    after = _counts(home)
+
+    assert main(["merge", str(away), "--into", str(home), "--fork-divergent"]) == 0  # twice: one fork, no new rows
+    assert "1 kept as fork(s) (0 row(s))" in " ".join(capsys.readouterr().out.split())
+    assert _counts(home) == after
+
+    assert main(["tune", "--resume", "2", "--replay", "--replay-db", str(home)]) == 2  # a fork cannot go on
+    assert "is a fork of session 1" in capsys.readouterr().err

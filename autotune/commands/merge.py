@@ -3,7 +3,9 @@
 Typical use: tune on a GPU machine into a copy of cache.db, copy it back, merge it.  Sessions
 are renumbered; a session the copy continued (`tune --resume`, an experiment cell run again) is
 brought up to date with the rows and the end it got there; merging the same file twice adds
-nothing.  A copy whose session went another way than the one here is refused, nothing of it merged.
+nothing.  A copy whose session went another way than the one here (resumed in two places) is
+refused, nothing of it merged; with --fork-divergent its rows from the first difference on are
+kept as a new session, a fork that names the original and cannot be resumed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ def add_parser(subparsers: Any) -> None:
     sub.add_argument("sources", nargs="+", help="databases to copy from")
     sub.add_argument("--into", default="cache.db",
                      help="the database that receives them, created if missing (default: cache.db)")
+    sub.add_argument("--fork-divergent", action="store_true",
+                     help="keep a session that continued differently in the source as a fork (a new session "
+                          "holding its rows from the first difference on) instead of refusing the source")
 
 
 def run(args: argparse.Namespace, console: Any) -> int:
@@ -38,14 +43,16 @@ def run(args: argparse.Namespace, console: Any) -> int:
     try:
         for source in args.sources:
             try:
-                counts = cache.merge_from(source)
+                counts = cache.merge_from(source, fork_divergent=args.fork_divergent)
             except sqlite3.DatabaseError as error:  # damage found only once the rows are read
                 raise UserError(f"merging {source} into {target} failed, nothing of it was merged: {error} "
                                 f"(sqlite3 FILE 'PRAGMA integrity_check' shows which file is damaged)") from None
             console.print(f"{source}: {counts['sessions']} new session(s) with {counts['evaluations']} evaluation(s) "
                           f"and {counts['baselines']} baseline(s) merged into {target}; "
                           f"{counts['skipped_sessions']} session(s) already there, {counts['extended_sessions']} "
-                          f"of them brought up to date ({counts['extended_rows']} row(s) added)")
+                          f"of them brought up to date ({counts['extended_rows']} row(s) added)"
+                          + (f"; {counts['forked_sessions']} kept as fork(s) ({counts['forked_rows']} row(s))"
+                             if counts["forked_sessions"] else ""))
             created = False
     finally:
         cache.close()
