@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--dtype", default="float16")
     tune.add_argument("--strategy", default="random")
     tune.add_argument("--budget", type=_positive_int, default=None, help="number of configs to evaluate")
-    tune.add_argument("--seconds", type=_positive_float, default=None, help="wall-clock budget")
+    tune.add_argument("--seconds", type=_positive_float, default=None,
+                      help="wall-clock budget of the search, counted once the evaluator is ready (its set-up, "
+                           "the configs in flight when it runs out and the final re-timing come on top)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--seed-from", default="default",
                       help="seeds evaluated first: comma-separated from default, heuristic, cache")

@@ -8,7 +8,7 @@ With FAKE_GPU_LOG set (inherited by the spawned workers), every step that would 
 in a real worker (a compile worker's set-up and smoke run, a benchmark) appends one line
 "kind key start end" (time.monotonic(), which is system-wide on Linux) to that file, and
 so does each compile ("compile"), so tests can check what overlapped.  FAKE_GPU_SETUP_S
-makes each compile worker's set-up take that long.  Spawned processes import this module
+makes each compile worker's set-up take that long, FAKE_GPU_BOOT_S its imports before that.  Spawned processes import this module
 by name, so it lives in tests/.
 """
 
@@ -34,6 +34,7 @@ def _sleep(native: dict[str, Any], step: str) -> None:
 
 def _set_up(conn) -> bool:
     """The gated boot: 'booted', then the set-up once the parent grants it."""
+    time.sleep(float(os.environ.get("FAKE_GPU_BOOT_S", "0")))
     conn.send(("booted",))
     if conn.recv() is None:
         return False

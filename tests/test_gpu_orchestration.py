@@ -155,3 +155,20 @@ def test_an_early_stop_leaves_the_evaluator_usable(evaluator, bench_s):
     again = {r.key: r for r in evaluator.evaluate([candidate(f"n{i}", ms=1 + i) for i in range(4)])}
     assert {key: (r.status, r.median_ms) for key, r in again.items()} == {
         f"n{i}": (Status.OK, 1 + i) for i in range(4)}  # no stale reply answered for another config
+
+
+def test_closing_right_after_an_early_stop_does_not_wait_for_workers_to_boot(monkeypatch):
+    """A session that runs out of time mid-generation stops the stream and closes the evaluator:
+    the compile workers it abandoned mid-job must not be replaced by processes that are still
+    importing (tens of seconds on a busy GPU machine) and then waited for one by one."""
+    gpu = fake_evaluator(3, compile_timeout_s=60.0)
+    try:
+        stream = gpu.evaluate([candidate("bad", "compile_error", compile_s=0.2),
+                               *(candidate(f"slow{i}", compile_s=30.0) for i in range(3))])
+        assert next(stream).key == "bad"
+        monkeypatch.setenv("FAKE_GPU_BOOT_S", "30")  # any worker started from now on boots slowly
+        started = time.monotonic()
+        stream.close()
+    finally:
+        gpu.close()
+    assert time.monotonic() - started < 5

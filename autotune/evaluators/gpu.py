@@ -38,6 +38,7 @@ from autotune.types import Candidate, Result, Status
 
 BASELINE_TIMEOUT_S = 600.0  # torch.compile's first call compiles with inductor
 COPY_BASELINE = "device copy"
+CLOSE_WAIT_S = 5.0  # how long closing waits for all workers to exit by themselves before killing them
 
 
 def default_compile_workers(cores: int | None = None) -> int:
@@ -112,8 +113,9 @@ class GPUEvaluator:
         workers = [*self._compilers, self._bench]
         for worker in workers:  # ask all to exit first, then wait: exits overlap
             worker.request_stop()
+        deadline = time.monotonic() + CLOSE_WAIT_S  # one wait for all, not one per worker
         for worker in workers:
-            worker.stop()
+            worker.stop(timeout=max(0.0, deadline - time.monotonic()))
 
     # -- one request at a time, when no generation is in flight (baselines, re-timing) ----------
     def _settle_compilers(self) -> None:

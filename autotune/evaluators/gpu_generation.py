@@ -264,10 +264,12 @@ class Generation:
                 "error": f"benchmark did not finish within {self.bench_timeout_s:g} s; worker killed"}, job.compile_s)
 
     def _abandon(self) -> None:
-        """Workers mid-job would answer for configs nobody asks about any more: replace the
-        compile workers; give the benchmark a moment to answer, else replace it too."""
+        """Workers mid-job would answer for configs nobody asks about any more: kill those compile
+        workers (a later generation starts them again when it has configs for them: an early stop
+        usually ends the session, and replacements still importing would hold up its close); give
+        the benchmark a moment to answer, else replace it."""
         for index in list(self.jobs):
-            self.compilers[index].restart()
+            self.compilers[index].kill()
         self.jobs.clear()
         self.to_grant.clear()
         job, self.bench_job = self.bench_job, None

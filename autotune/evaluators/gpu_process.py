@@ -106,11 +106,14 @@ class Worker:
             except (OSError, EOFError, BrokenPipeError):
                 pass
 
-    def stop(self) -> None:
-        if self.conn is not None and self.alive():
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask a ready worker to exit, waiting at most `timeout`; kill it otherwise.  A worker
+        still booting reads nothing until its imports finish (tens of seconds on a busy machine),
+        so it is killed at once."""
+        if self.conn is not None and self.alive() and self.state == READY:
             try:
                 self.conn.send(None)
-                self.process.join(timeout=5)
+                self.process.join(timeout=timeout)
             except (OSError, EOFError, BrokenPipeError):
                 pass
         self.kill()
