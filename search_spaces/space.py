@@ -113,10 +113,13 @@ class SearchSpace:
         names = [p.name for p in self.parameters]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate parameter names in space for {self.kernel}")
+        object.__setattr__(self, "member_keys", None)
         if self.members is not None:
             ordered = tuple({n: m[n] for n in names} for m in self.members)
             object.__setattr__(self, "members", ordered)
-            object.__setattr__(self, "_member_keys", frozenset(params_key(m) for m in ordered))
+            keys = tuple(params_key(m) for m in ordered)
+            object.__setattr__(self, "member_keys", keys)  # aligned with members: walking them needs no hashing
+            object.__setattr__(self, "_member_keys", frozenset(keys))
 
     def restricted_to(self, points: Iterable[Mapping[str, JsonValue]]) -> "SearchSpace":
         """The same space with only `points` valid (deduplicated, first occurrence order)."""

@@ -19,6 +19,7 @@ from autotune.simulation.landscape import landscape
 from autotune.simulation.oracle import Outcome, RecordedSpace, point_text
 from autotune.simulation.runner import NotSimulable, Trace, simulate
 from autotune.simulation.stats import Spread, reach, summarise
+from autotune.strategies.random_search import RandomSearch
 from autotune.types import Candidate, Result, Status
 from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.parameters import Ordinal
@@ -137,6 +138,18 @@ def test_random_on_a_finite_space_is_a_permutation(recorded):
     trace = simulate("random", recorded, budget=len(XS) * len(YS), seed=7)
     expected = sorted(o.time_ms for o in recorded.outcomes.values())
     assert sorted(trace.times_ms) == expected  # each recorded point exactly once
+
+
+def test_random_never_draws_a_point_it_was_warm_started_with(recorded):
+    strategy = RandomSearch(recorded.space, seed=7)
+    members = list(recorded.space.members)
+    seeds = members[:3]
+    strategy.warm_start([(dict(p), Result(key="", status=Status.OK, median_ms=1.0)) for p in seeds])
+    drawn = []
+    while batch := strategy.ask(4):
+        drawn += batch
+        strategy.tell([(p, Result(key="", status=Status.OK, median_ms=1.0)) for p in batch])
+    assert sorted(map(point_text, drawn)) == sorted(map(point_text, members[3:]))  # the rest, each once
 
 
 def test_a_strategy_that_needs_the_live_kernel_is_refused(recorded):

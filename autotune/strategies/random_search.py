@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-from autotune.strategies.base import Strategy
+from autotune.strategies.base import Observation, Strategy
 from autotune.types import Params
-from search_spaces.space import SearchSpace, params_key
+from search_spaces.space import SearchSpace
 
 MAX_DRAWS_PER_POINT = 200
 
@@ -40,18 +40,26 @@ class RandomSearch(Strategy):
                 break  # the space looks exhausted
         return batch
 
+    def tell(self, observations: Sequence[Observation]) -> None:
+        """Every point told was marked when it was asked: no key to compute (simulations call this
+        hundreds of thousands of times)."""
+        self.history.extend(observations)
+
+    def warm_start(self, observations: Sequence[Observation]) -> None:
+        """Seeds were not asked by this strategy: mark them, so they are not drawn again."""
+        super().tell(observations)
+
     def _ask_finite(self, n: int) -> list[Params]:
-        members = self.space.members
+        members, keys = self.space.members, self.space.member_keys
         assert members is not None
         if self._order is None:
             self._order = list(range(len(members)))
             self.rng.shuffle(self._order)
         batch: list[Params] = []
         while len(batch) < n and self._next < len(self._order):
-            params = members[self._order[self._next]]
+            index = self._order[self._next]
             self._next += 1
-            key = params_key(params)
-            if key not in self._asked:
-                self._asked.add(key)
-                batch.append(dict(params))
+            if keys[index] not in self._asked:
+                self._asked.add(keys[index])
+                batch.append(dict(members[index]))
         return batch

@@ -51,7 +51,6 @@ class SurrogateSearch(Strategy):
         self.initial_points = initial_points
         self._encoder = PointEncoder(space)
         self._members_x = self.encode_all(space.members) if space.members is not None else None
-        self._member_keys = [params_key(m) for m in space.members] if space.members is not None else None
         self._x: list[np.ndarray] = []
         self._y: list[float | None] = []  # log ms, None for failures
         self._hyper: tuple[np.ndarray, float] | None = None  # last generation's length scales and noise
@@ -113,8 +112,8 @@ class SurrogateSearch(Strategy):
 
     def _candidates(self) -> tuple[np.ndarray, list[Params]]:
         if self._members_x is not None:
-            assert self.space.members is not None and self._member_keys is not None
-            keep = [i for i, key in enumerate(self._member_keys) if key not in self._asked]
+            assert self.space.members is not None and self.space.member_keys is not None
+            keep = [i for i, key in enumerate(self.space.member_keys) if key not in self._asked]
             return self._members_x[keep], [dict(self.space.members[i]) for i in keep]
         pool: dict[str, Params] = {}
         ranked = sorted((o for o in self.history if o[1].ok), key=lambda o: o[1].objective)
