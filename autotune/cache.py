@@ -256,9 +256,9 @@ class Cache:
         its end is taken; rows already here are never duplicated or changed, so merging twice adds
         nothing.  Two copies that recorded different configs at one place of a session are two
         histories, refused (UserError), or with `fork_divergent` the copy's rows from the first
-        difference on are kept as a new session marked as a fork of this one.  One transaction: a failure or a refusal leaves this
-        database as it was.  An older source is read as it is (never migrated): columns it lacks
-        stay empty here.
+        difference on are kept as a new session marked as a fork of this one.  One transaction: a
+        failure or a refusal leaves this database as it was.  An older source is read as it is
+        (never migrated): columns it lacks stay empty here.
         """
         other = Cache.open(path, migrate=False)  # refuses missing, foreign and newer files with a clear message
         source_columns = {table: other._columns(table) for table in ("evaluations", "baselines", "calibrations")}

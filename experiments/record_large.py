@@ -9,9 +9,9 @@ A part is done when its space holds TARGET distinct configs that ran correctly (
 any session), or every point of the space where it has fewer.  Until then each call
 continues the part's unfinished random-search session, or starts the next one (seed 11,
 then 12, ...: a finished session whose configs partly failed or repeated others leaves the
-part short), measuring for about SECONDS (plus the set-up and the configs in flight at the end).  Each config is committed as it is measured,
-so a long recording is made in short calls and a killed call loses at most the config in
-flight.  Exit status: 0 when the part is done or --status, 2 for bad input, else the tune command's.
+part short), measuring for about SECONDS (plus the set-up and the configs in flight at the
+end).  Each config is committed as it is measured, so a long recording is made in short calls
+and a killed call loses at most the config in flight.  Exit status: 0 when the part is done or --status, 2 for bad input, else the tune command's.
 """
 
 from __future__ import annotations

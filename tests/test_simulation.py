@@ -18,7 +18,7 @@ from autotune.cli import main
 from autotune.simulation.landscape import landscape
 from autotune.simulation.oracle import Outcome, RecordedSpace, point_text
 from autotune.simulation.runner import NotSimulable, Trace, simulate
-from autotune.simulation.stats import Spread, reach, summarise
+from autotune.simulation.stats import Spread, convergence_band, reach, summarise
 from autotune.strategies.random_search import RandomSearch
 from autotune.types import Candidate, Result, Status
 from search_spaces.fingerprint import SpaceIdentity
@@ -164,6 +164,17 @@ def test_reach_counts_evaluations_and_simulated_seconds():
     assert reach(trace, 1.0, 0.01) == (4, 3.75)
     assert reach(trace, 1.0, 0.0) == (5, 7.75)
     assert reach(Trace("t", 0, times_ms=[2.0], costs_s=[1.0]), 1.0, 0.05) is None
+
+
+def test_the_convergence_band_counts_runs_with_nothing_valid_yet_as_slowest():
+    runs = [Trace("t", 0, times_ms=[2.0, 1.0], costs_s=[1.0, 1.0]),
+            Trace("t", 1, times_ms=[math.inf, 3.0], costs_s=[1.0, 2.0]),  # a failure first
+            Trace("t", 2, times_ms=[4.0], costs_s=[2.5])]  # nothing until 2.5 s
+    q1, median, q3 = convergence_band(runs, 1.0, np.array([1.0, 2.5, 3.0]))
+    # at 1 s only one run of three has a valid config: no median yet (not the lucky run's 2.0)
+    assert np.isnan(median[0]) and np.isnan(q1[0])
+    assert (q1[1], median[1]) == (2.5, 4.0) and np.isnan(q3[1])  # {1, 4, nothing}
+    assert (q1[2], median[2], q3[2]) == (2.0, 3.0, 3.5)  # {1, 3, 4}
 
 
 def test_spread_is_median_and_quartiles():

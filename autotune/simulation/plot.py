@@ -27,6 +27,7 @@ def convergence_plot(traces: Mapping[str, Sequence[Trace]], optimum_ms: float, t
         (line,) = axes.plot(grid, median, label=name)
         axes.fill_between(grid, q1, q3, color=line.get_color(), alpha=0.2)
     axes.set_xscale("log")
+    axes.set_yscale("log")  # early guesses are many times the optimum; the end is within a few percent
     axes.set_xlabel("simulated GPU seconds (recorded compile + benchmark time)")
     axes.set_ylabel("best found / best recorded")
     axes.set_title(title)

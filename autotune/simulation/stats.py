@@ -98,18 +98,29 @@ def summarise(strategy: str, traces: Sequence[Trace], optimum_ms: float, budget:
 
 
 def convergence_band(traces: Sequence[Trace], optimum_ms: float, grid_s: np.ndarray) -> np.ndarray:
-    """Best-so-far / optimum at each simulated second of `grid_s`: rows = q1, median, q3."""
-    curves = np.full((len(traces), len(grid_s)), np.nan)
+    """Best-so-far / optimum at each simulated second of `grid_s`: rows = q1, median, q3.
+
+    A run that has found nothing valid yet (or not started) counts as infinitely slow, not as
+    missing: otherwise the early quantiles are taken over the lucky runs only, and the median
+    curve rises when the unlucky ones join.  A quantile that is still infinite is NaN (not drawn).
+    """
+    curves = np.full((len(traces), len(grid_s)), np.inf)
     for row, trace in enumerate(traces):
         if not trace.times_ms:
             continue
         elapsed = np.cumsum(trace.costs_s)
-        best = np.minimum.accumulate(np.asarray(trace.times_ms)) / optimum_ms
+        best = np.minimum.accumulate(np.asarray(trace.times_ms, dtype=float)) / optimum_ms
         index = np.searchsorted(elapsed, grid_s, side="right") - 1
         valid = index >= 0
         curves[row, valid] = best[index[valid]]
-    with np.errstate(all="ignore"):
-        return np.nanpercentile(np.where(np.isfinite(curves), curves, np.nan), [25, 50, 75], axis=0)
+    # numpy interpolates a quantile as a + (b - a) * t even where t = 0, so an infinite neighbour
+    # spoils it: stand in a huge finite value, and call any quantile it touched "nothing yet".
+    quantiles = np.percentile(np.where(np.isfinite(curves), curves, _NOTHING_YET), [25, 50, 75], axis=0)
+    return np.where(quantiles < _TOUCHED, quantiles, np.nan)
+
+
+_NOTHING_YET = 1e300
+_TOUCHED = 1e200  # any interpolation weight on _NOTHING_YET lifts a quantile far above this
 
 
 def median_of(values: Sequence[float]) -> float:
