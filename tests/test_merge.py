@@ -178,18 +178,27 @@ def test_an_unfinished_copy_does_not_take_the_end_of_a_session_that_got_further(
     assert _state(home) == finished
 
 
-def test_two_histories_of_one_session_are_refused_and_change_nothing(tmp_path, triton_task, capsys):
-    home, away = tmp_path / "home.db", tmp_path / "away.db"
-    _cut_short(home, triton_task, 4, killed=False)
+def _two_histories(home: Path, away: Path, task, *, at_first: bool) -> tuple[int, int, list]:
+    """Session 1 cut short in `home`, copied to `away` and resumed there to its end; then home,
+    continued another way, records another config at the first (or last) place only the copy's
+    resume reached.  Returns that place (generation, ordinal) and the copy's rows."""
+    _cut_short(home, task, 4, killed=False)
     shutil.copy(home, away)
-    _run(away, triton_task, _Calibrated(), resume=1)
-    generation, ordinal, key, _ = _state(away)[1][-1]  # a place only the copy's resume reached ...
+    _run(away, task, _Calibrated(), resume=1)
+    away_rows = _state(away)[1]
+    generation, ordinal, key, _ = away_rows[len(_state(home)[1]) if at_first else -1]
     cache = Cache.open(home)
-    try:  # ... where home, continued another way, recorded another config
+    try:
         other = next(r for r in cache.session_evaluations(1) if r.candidate.key != key)
-        cache.record(1, triton_task.fingerprint, generation, ordinal, other.candidate, other.result)
+        cache.record(1, task.fingerprint, generation, ordinal, other.candidate, other.result)
     finally:
         cache.close()
+    return generation, ordinal, away_rows
+
+
+def test_two_histories_of_one_session_are_refused_and_change_nothing(tmp_path, triton_task, capsys):
+    home, away = tmp_path / "home.db", tmp_path / "away.db"
+    generation, ordinal, _ = _two_histories(home, away, triton_task, at_first=False)
     before, state = home.read_bytes(), _state(home)
 
     assert main(["merge", str(away), "--into", str(home)]) == 2
@@ -201,17 +210,7 @@ def test_two_histories_of_one_session_are_refused_and_change_nothing(tmp_path, t
 
 def test_a_divergent_copy_kept_as_a_fork_holds_only_its_own_rows_once(tmp_path, triton_task, capsys):
     home, away = tmp_path / "home.db", tmp_path / "away.db"
-    _cut_short(home, triton_task, 4, killed=False)
-    shutil.copy(home, away)
-    _run(away, triton_task, _Calibrated(), resume=1)
-    home_rows, away_rows = _state(home)[1], _state(away)[1]
-    generation, ordinal, key, _ = away_rows[len(home_rows)]  # the first place only the copy's resume reached ...
-    cache = Cache.open(home)
-    try:  # ... where home, continued another way, recorded another config
-        other = next(r for r in cache.session_evaluations(1) if r.candidate.key != key)
-        cache.record(1, triton_task.fingerprint, generation, ordinal, other.candidate, other.result)
-    finally:
-        cache.close()
+    generation, ordinal, away_rows = _two_histories(home, away, triton_task, at_first=True)
     original = _state(home)
 
     assert main(["merge", str(away), "--into", str(home), "--fork-divergent"]) == 0
