@@ -103,6 +103,7 @@ class Cache:
         self.db = db
         self.path = path
         self.schema_version = SCHEMA_VERSION
+        self._space_names: dict[str, tuple[str, ...]] = {}
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -134,6 +135,25 @@ class Cache:
         else:
             cache.schema_version = check_schema(conn, path, tables, migrate=migrate)
         return cache
+
+    def _names(self, fingerprint: str) -> tuple[str, ...] | None:
+        """The parameter names of a stored space, in order: points are written as their values in
+        this order (see `params_text`).  None for a space not stored here, or whose definition
+        does not read as a space (files of early versions): its points keep the object form."""
+        names = self._space_names.get(fingerprint)
+        if names is None:
+            try:
+                record = self.get_space(fingerprint)
+            except (KeyError, TypeError, ValueError):
+                return None
+            if record is None:
+                return None
+            names = self._space_names[fingerprint] = tuple(record.space.names)
+        return names
+
+    def _point(self, text: str, fingerprint: str) -> dict[str, Any]:
+        """A stored point read back; the space's definition is read only for a list of values."""
+        return params_from_text(text, self._names(fingerprint) if text.startswith("[") else None)
 
     def close(self) -> None:
         self.db.conn.close()
@@ -224,7 +244,8 @@ class Cache:
         """Write one evaluation as its own committed row."""
         self._write(
             f"INSERT INTO evaluations({_INSERT_COLUMNS}) VALUES ({_INSERT_MARKS})",
-            _evaluation_values(session_id, fingerprint, generation, ordinal, candidate, result, _now()),
+            _evaluation_values(session_id, fingerprint, generation, ordinal, candidate, result, _now(),
+                               self._names(fingerprint)),
         )
 
     def record_many(self, session_id: int, fingerprint: str,
@@ -232,17 +253,18 @@ class Cache:
         """Write (generation, ordinal, candidate, result) rows in one transaction: bulk imports of
         thousands of recorded configs take seconds, and a failure leaves none of them behind.
         With `aliases`, also remember each candidate's point -> config mapping (as `record_alias`)."""
-        now = _now()
+        now, names = _now(), self._names(fingerprint)
         with _transaction(self.db.conn) as conn:
             conn.executemany(
                 f"INSERT INTO evaluations({_INSERT_COLUMNS}) VALUES ({_INSERT_MARKS})",
-                [_evaluation_values(session_id, fingerprint, gen, ordinal, c, r, now) for gen, ordinal, c, r in rows],
+                [_evaluation_values(session_id, fingerprint, gen, ordinal, c, r, now, names)
+                 for gen, ordinal, c, r in rows],
             )
             if aliases:
                 conn.executemany(
                     "INSERT OR IGNORE INTO aliases(space_fingerprint, params_key, params_json, config_json, config_key)"
                     " VALUES (?,?,?,?,?)",
-                    [(fingerprint, params_key(c.params), canonical_json(c.params), canonical_json(dict(c.native)),
+                    [(fingerprint, params_key(c.params), params_text(c.params, names), canonical_json(dict(c.native)),
                       c.key) for _, _, c, _ in rows],
                 )
 
@@ -271,8 +293,8 @@ class Cache:
         self._write(
             "INSERT OR IGNORE INTO aliases(space_fingerprint, params_key, params_json, config_json, config_key)"
             " VALUES (?,?,?,?,?)",
-            (fingerprint, params_key(raw), canonical_json(candidate.params), canonical_json(dict(candidate.native)),
-             candidate.key),
+            (fingerprint, params_key(raw), params_text(candidate.params, self._names(fingerprint)),
+             canonical_json(dict(candidate.native)), candidate.key),
         )
 
     def aliases(self, fingerprint: str) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
@@ -284,7 +306,7 @@ class Cache:
             " evaluations WHERE space_fingerprint = a.space_fingerprint AND config_key = a.config_key)"
             " WHERE a.space_fingerprint = ?", (fingerprint,)
         ).fetchall()
-        return {k: (json.loads(p), json.loads(c)) for k, p, c in rows}
+        return {k: (self._point(p, fingerprint), json.loads(c)) for k, p, c in rows}
 
     def lookup(self, fingerprint: str, key: str) -> Result | None:
         """The latest search-time measurement of a config for a space, or None."""
@@ -318,12 +340,13 @@ class Cache:
 
     def session_evaluations(self, session_id: int) -> list[EvaluationRow]:
         rows = self.db.execute(
-            f"SELECT generation, ordinal, params_json, config_json, {_RESULT_COLUMNS} FROM evaluations"
-            " WHERE session_id = ? ORDER BY generation < 0, generation, ordinal, id", (session_id,),
+            f"SELECT generation, ordinal, space_fingerprint, params_json, config_json, {_RESULT_COLUMNS}"
+            " FROM evaluations WHERE session_id = ? ORDER BY generation < 0, generation, ordinal, id", (session_id,),
         ).fetchall()
         result = []
-        for generation, ordinal, params_json, config_json, *rest in rows:
-            candidate = Candidate(params=json.loads(params_json), native=json.loads(config_json), key=rest[0])
+        for generation, ordinal, fingerprint, params_json, config_json, *rest in rows:
+            candidate = Candidate(params=self._point(params_json, fingerprint), native=json.loads(config_json),
+                                  key=rest[0])
             result.append(EvaluationRow(session_id, generation, ordinal, candidate, _result(tuple(rest))))
         return result
 
@@ -336,7 +359,7 @@ class Cache:
         if not row:
             return None
         params_json, config_json, *rest = row
-        return Candidate(json.loads(params_json), json.loads(config_json), rest[0]), _result(tuple(rest))
+        return Candidate(self._point(params_json, fingerprint), json.loads(config_json), rest[0]), _result(tuple(rest))
 
     def best_configs(self, fingerprint: str, limit: int) -> list[tuple[dict[str, Any], Result]]:
         """The `limit` fastest distinct accurate configs measured for a space (native form)."""
@@ -412,11 +435,12 @@ class Cache:
 
     # -- upkeep --------------------------------------------------------------------------------
     def compact(self) -> dict[str, int]:
-        """Shrink the file, losslessly: rewrite timing samples in the compact form (see
-        `samples_text`; rows written by older versions, or merged from older files, spell them
-        out as text), drop the JSON of every alias that an evaluation of the same config holds
-        exactly (read back through it by `aliases`), and give free pages back.  Returns the rows
-        rewritten, the aliases shortened and the file's size before and after, in bytes."""
+        """Shrink the file, losslessly: rewrite timing samples and points in the compact forms
+        (see `samples_text` and `params_text`; rows written by older versions, or merged from
+        older files, spell them out), drop the JSON of every alias that an evaluation of the same
+        config holds exactly (read back through it by `aliases`), and give free pages back.
+        Returns the rows rewritten, the aliases shortened and the file's size before and after,
+        in bytes."""
         conn = self.db.conn
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the file's size is the database's
         before = self.path.stat().st_size
@@ -424,6 +448,13 @@ class Cache:
             rows = conn.execute("SELECT id, samples_json FROM evaluations WHERE samples_json IS NOT NULL").fetchall()
             rewritten = [(samples_text(samples_from_text(text)), row_id) for row_id, text in rows]
             conn.executemany("UPDATE evaluations SET samples_json = ? WHERE id = ?", rewritten)
+            for table in ("evaluations", "aliases"):  # points still written as objects (schema 3)
+                key = "id" if table == "evaluations" else "rowid"
+                points = conn.execute(f"SELECT {key}, space_fingerprint, params_json FROM {table}"
+                                      " WHERE params_json LIKE '{%'").fetchall()
+                conn.executemany(f"UPDATE {table} SET params_json = ? WHERE {key} = ?", [
+                    (params_text(json.loads(text), self._names(fingerprint)), row_id)
+                    for row_id, fingerprint, text in points])
             # Safe because one config key of a space has one normalised point and one native
             # config; the first evaluation (the one `aliases` reads) is required to match.
             shortened = conn.execute(
@@ -457,13 +488,34 @@ _INSERT_MARKS = ", ".join("?" * len(_INSERT_COLUMNS.split(",")))
 
 
 def _evaluation_values(session_id: int, fingerprint: str, generation: int, ordinal: int, candidate: Candidate,
-                       result: Result, created: float) -> tuple:
+                       result: Result, created: float, names: Sequence[str] | None) -> tuple:
     """One evaluations row, in the order of _INSERT_COLUMNS."""
     return (session_id, fingerprint, generation, ordinal, candidate.key, canonical_json(dict(candidate.native)),
-            canonical_json(candidate.params), result.status.value, result.error[:4000], result.compile_s,
+            params_text(candidate.params, names), result.status.value, result.error[:4000], result.compile_s,
             result.bench_s, result.median_ms, result.min_ms, result.max_ms, result.repetitions, result.rel_error,
             result.source.value, samples_text(result.samples_ms) if result.samples_ms else None, created,
             result.measured_on or None)
+
+
+def params_text(params: Mapping[str, Any], names: Sequence[str] | None) -> str:
+    """A point of a space as JSON.  Schema 4 writes the list of its values in the order of the
+    space's parameter `names` (stored once, in the space's definition): a Helion point's names
+    were two thirds of each row's JSON.  A point with other names than the space's (a row of an
+    older definition) or of a space not stored is written as the object, as schema 3 did."""
+    if names is not None and len(params) == len(names) and all(name in params for name in names):
+        return json.dumps([params[name] for name in names], separators=(",", ":"))
+    return canonical_json(dict(params))
+
+
+def params_from_text(text: str, names: Sequence[str] | None) -> dict[str, Any]:
+    """A point read back: a list is zipped with the space's names; an object (schema 3) is as written."""
+    data = json.loads(text)
+    if isinstance(data, dict):
+        return data
+    if names is None or len(names) != len(data):
+        raise CacheError(f"a point stored as {len(data)} values does not match its space's parameters "
+                         f"({'missing' if names is None else len(names)}): the database is damaged")
+    return dict(zip(names, data))
 
 
 def samples_text(samples: Sequence[float]) -> str:

@@ -13,7 +13,7 @@ import functools
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class CacheError(Exception):
@@ -70,10 +70,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE evaluations ADD COLUMN measured_on TEXT", _CALIBRATIONS),
     2: (_ALIASES.format(name="aliases_v3"), "INSERT INTO aliases_v3 SELECT * FROM aliases", "DROP TABLE aliases",
         "ALTER TABLE aliases_v3 RENAME TO aliases"),
+    3: (),  # schema 4 writes points as value lists (see `cache.params_text`): schema 3 readers cannot read them
 }
 ADDED_BY_MIGRATION: dict[int, dict[str, frozenset[str] | None]] = {
     1: {"evaluations": frozenset({"measured_on"}), "calibrations": None},
     2: {},
+    3: {},
 }
 
 

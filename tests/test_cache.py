@@ -172,6 +172,35 @@ def test_samples_are_stored_compactly_and_losslessly_and_compact_rewrites_old_ro
     cache.close()
 
 
+def test_points_are_stored_as_values_in_the_space_order_and_compact_rewrites_old_rows(tmp_path):
+    cache = Cache.open(tmp_path / "c.db", create=True)
+    identity = toy_identity()
+    sid = start(cache, identity)
+    unordered = make_candidate({"num_warps": 2, "BLOCK_SIZE": 256})  # names in another order than the space's
+    odd = make_candidate({"BLOCK_SIZE": 512, "num_warps": 4, "extra": True})  # a point of another definition
+    cache.record(sid, identity.fingerprint, 0, 0, unordered, ok(unordered.key, 0.05))
+    cache.record(sid, identity.fingerprint, 0, 1, odd, ok(odd.key, 0.06))
+    cache.record_alias(identity.fingerprint, {"BLOCK_SIZE": 256, "num_warps": 2}, unordered)
+    stored = [text for (text,) in cache.db.execute("SELECT params_json FROM evaluations ORDER BY id")]
+    assert stored == ['[256,2]', '{"BLOCK_SIZE":512,"extra":true,"num_warps":4}']
+    assert [r.candidate for r in cache.session_evaluations(sid)] == [unordered, odd]
+    assert cache.aliases(identity.fingerprint)[params_key({"BLOCK_SIZE": 256, "num_warps": 2})][0] == unordered.params
+    # a row written by schema 3 (the point as an object) reads the same, and compact rewrites it
+    cache.record(sid, identity.fingerprint, 1, 0, C3, ok(C3.key, 0.07))
+    cache.db.conn.execute("UPDATE evaluations SET params_json = ? WHERE generation = 1",
+                          ('{"BLOCK_SIZE":1024,"num_warps":8}',))
+    cache.db.conn.commit()
+    before = cache.session_evaluations(sid)
+    assert before[2].candidate == C3
+    cache.compact()
+    assert cache.db.execute("SELECT params_json FROM evaluations WHERE generation = 1").fetchone()[0] == "[1024,8]"
+    assert cache.session_evaluations(sid) == before and cache.best(identity.fingerprint)[0] == unordered
+    cache.close()
+    reopened = Cache.open(tmp_path / "c.db")  # a fresh connection knows the space's names from its definition
+    assert reopened.session_evaluations(sid) == before
+    reopened.close()
+
+
 def test_duplicate_position_in_a_session_is_refused(tmp_db):
     identity = toy_identity()
     sid = start(tmp_db, identity)

@@ -17,12 +17,12 @@ Oracle semantics (what `autotune simulate` documents to its users):
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from autotune.cache import params_from_text
 from autotune.types import Status
 from search_spaces.space import SearchSpace, canonical_json
 
@@ -75,7 +75,7 @@ class RecordedSpace:
             "SELECT params_json, status, median_ms, compile_s, bench_s FROM evaluations"
             " WHERE space_fingerprint = ? AND source = 'measured' AND generation >= 0 ORDER BY id", (fingerprint,)
         ):
-            params = json.loads(params_json)
+            params = params_from_text(params_json, names)
             if set(params) != set(names):
                 continue  # a row of an older definition of the space: not a point of this one
             text = point_text({n: params[n] for n in names})
