@@ -1,10 +1,10 @@
 """`autotune compact [--db cache.db]`: keep the shipped database small.
 
 Timing samples written by older versions (or merged from older files) spell float32
-CUDA-event timings out as text; this rewrites them in the compact form, which reads back to
-the same numbers.  Aliases (which config a raw point became) whose JSON an evaluation of the
-same config already holds lose their copy, and free pages go back to the file system.  What
-any command reads back is unchanged.
+CUDA-event timings out as text, and points spell out their parameter names; this rewrites both
+in the compact forms, which read back the same.  Aliases (which config a raw point became)
+whose JSON an evaluation of the same config already holds lose their copy, and free pages go
+back to the file system.  What any command reads back is unchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ NAME = "compact"
 
 def add_parser(subparsers: Any) -> None:
     sub = subparsers.add_parser(
-        NAME, help="rewrite stored timing samples and aliases compactly (losslessly) and shrink the database file")
+        NAME, help="rewrite stored timing samples, points and aliases compactly (losslessly) and shrink the database "
+             "file")
     sub.add_argument("--db", default="cache.db", help="the database (default: cache.db)")
 
 
