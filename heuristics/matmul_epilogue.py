@@ -150,6 +150,11 @@ def _applies(facts: KernelFacts) -> bool:
     return facts.epilogue is not None
 
 
+def operand_itemsize(matmul: MatmulFact) -> int:
+    """Bytes per element of the wider operand (the tiles staged in shared memory)."""
+    return max(_itemsize(matmul.lhs_dtype), _itemsize(matmul.rhs_dtype))
+
+
 def _itemsize(dtype: str) -> int:
     import torch
 
@@ -166,7 +171,7 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
         return Declined(NAME, "N is symbolic: the accumulator and staged footprints cannot be sized")
     if matmul.m_slot not in space.names or matmul.k_slot not in space.names:
         return Declined(NAME, f"the space has no M or K tile slot ({matmul.m_slot}, {matmul.k_slot})")
-    itemsize = max(_itemsize(matmul.lhs_dtype), _itemsize(matmul.rhs_dtype))
+    itemsize = operand_itemsize(matmul)
     cuda_cores = on_cuda_cores(matmul, itemsize)
     n_pad = next_pow2(matmul.n)
     m_values = sorted(space.parameter(matmul.m_slot).values())
