@@ -46,6 +46,7 @@ def merge_into(conn: sqlite3.Connection, path: str | Path, target_columns: Mappi
                 here = _same_session(conn, values)
                 if here is None:
                     counts["sessions"] += 1
+                    values = _renumber_fork(conn, values)
                     for table, added in _copy_session(conn, columns, old_id, values).items():
                         counts[table] += added
                     continue
@@ -79,13 +80,40 @@ _NATURAL_KEYS: dict[str, tuple[str, ...]] = {
 
 def _same_session(conn: sqlite3.Connection, values: Mapping[str, Any]) -> int | None:
     """The id here of the session the source's `values` describe, or None (identity: space,
-    strategy, seed, device and start time, which a resume keeps)."""
-    row = conn.execute(  # the original, not a fork of it kept by an earlier merge (forks come later)
-        "SELECT id FROM main.sessions WHERE space_fingerprint=? AND strategy=? AND seed IS ? AND device=?"
-        " AND started=? ORDER BY id LIMIT 1",
-        (values["space_fingerprint"], values["strategy"], values["seed"], values["device"], values["started"]),
-    ).fetchone()
+    strategy, seed, device and start time, which a resume keeps).  A fork shares its original's
+    identity: the source's fork is the fork here that parted at the same place, its original
+    is the session here that is no fork."""
+    place = _fork_place(values)
+    identity = ("SELECT id FROM main.sessions WHERE space_fingerprint=? AND strategy=? AND seed IS ? AND device=?"
+                " AND started=?")
+    parameters: tuple[Any, ...] = (values["space_fingerprint"], values["strategy"], values["seed"], values["device"],
+                                   values["started"])
+    if place is None:
+        row = conn.execute(identity + " AND exit_reason IS NOT ? ORDER BY id LIMIT 1", (*parameters, FORKED)).fetchone()
+    else:
+        row = conn.execute(identity + " AND exit_reason = ? AND json_extract(options, '$.forked_from.generation') = ?"
+                           " AND json_extract(options, '$.forked_from.ordinal') = ? ORDER BY id LIMIT 1",
+                           (*parameters, FORKED, *place)).fetchone()
     return int(row[0]) if row else None
+
+
+def _fork_place(values: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(generation, ordinal) where a fork parted from its original; None for a session that is no fork."""
+    if values.get("exit_reason") != FORKED:
+        return None
+    forked = json.loads(values["options"] or "{}").get("forked_from")
+    return (int(forked["generation"]), int(forked["ordinal"])) if forked else None
+
+
+def _renumber_fork(conn: sqlite3.Connection, values: dict[str, Any]) -> dict[str, Any]:
+    """A fork new here names its original by the id the original has here (ids differ between
+    copies; the original, listed before its forks, is here by now)."""
+    if _fork_place(values) is None:
+        return values
+    original = _same_session(conn, {**values, "exit_reason": None})
+    options = json.loads(values["options"])
+    options["forked_from"]["session"] = original
+    return {**values, "options": canonical_json(options)}
 
 
 def _copy_session(conn: sqlite3.Connection, columns: Mapping[str, list[str]], source_id: int,
