@@ -12,6 +12,7 @@ address, abort) only costs that worker: the parent starts another.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -164,7 +165,11 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
                 reply = {"status": Status.OK.value, "samples": _rebench(state, timing, payload, options)}
             else:
                 runner = _runner_for(state, kind, payload)
+                built = time.perf_counter()
                 reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options)
+                if PROFILE_BENCH:
+                    print(f"bench {key}: build {built - started:.3f} s, check+time {time.perf_counter() - built:.3f} s "
+                          f"({reply.get('repetitions')} reps of {reply.get('median_ms')} ms)", file=sys.stderr)
         except BaseException as error:  # noqa: BLE001
             phase = "compile" if isinstance(error, _BuildError) else "run"
             cause = error.__cause__ if isinstance(error, _BuildError) and error.__cause__ else error
@@ -176,6 +181,10 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
             continue
         reply.update(key=key, bench_s=time.perf_counter() - started)
         conn.send(reply)
+
+
+# AUTOTUNE_PROFILE_BENCH=1: print where each config's benchmark time goes (a diagnostic for slow sessions).
+PROFILE_BENCH = os.environ.get("AUTOTUNE_PROFILE_BENCH") == "1"
 
 
 class _BuildError(Exception):
