@@ -236,3 +236,37 @@ def test_a_divergent_copy_kept_as_a_fork_holds_only_its_own_rows_once(tmp_path, 
 
     assert main(["tune", "--resume", "2", "--replay", "--replay-db", str(home)]) == 2  # a fork cannot go on
     assert "is a fork of session 1" in capsys.readouterr().err
+
+
+def test_a_copy_holding_a_fork_merges_again_and_the_fork_names_its_original_by_its_id_there(tmp_path, triton_task,
+                                                                                             capsys):
+    home, away = tmp_path / "home.db", tmp_path / "away.db"
+    generation, ordinal, _ = _two_histories(home, away, triton_task, at_first=True)
+    assert main(["merge", str(away), "--into", str(home), "--fork-divergent"]) == 0  # home: session 1 and fork 2
+    copy = tmp_path / "copy.db"
+    shutil.copy(home, copy)  # a later copy of home carries the fork: its fork is home's fork, not session 1
+    state = _state(home)
+    assert main(["merge", str(copy), "--into", str(home)]) == 0
+    assert _state(home) == state
+
+    elsewhere = tmp_path / "elsewhere.db"
+    _tune(elsewhere, triton_task, seed=99)  # its session 1 is another one: home's sessions get new ids there
+    capsys.readouterr()
+    assert main(["merge", str(home), "--into", str(elsewhere)]) == 0
+    source = Cache.open(home)
+    try:
+        fork_rows = [(r.generation, r.ordinal, r.candidate.key) for r in source.session_evaluations(2)]
+    finally:
+        source.close()
+    cache = Cache.open(elsewhere)
+    try:
+        assert cache.session(2)["exit_reason"] != "diverged"  # home's session 1
+        fork = cache.session(3)
+        assert fork["exit_reason"] == "diverged"
+        assert fork["options"]["forked_from"] == {"session": 2, "generation": generation, "ordinal": ordinal}
+        assert [(r.generation, r.ordinal, r.candidate.key) for r in cache.session_evaluations(3)] == fork_rows
+    finally:
+        cache.close()
+    counts = _counts(elsewhere)
+    assert main(["merge", str(home), "--into", str(elsewhere)]) == 0  # again: nothing new, nothing refused
+    assert _counts(elsewhere) == counts

@@ -25,8 +25,9 @@ def small_target(monkeypatch):
     monkeypatch.setattr(record_large, "SESSION_BUDGET", 8)
 
 
-def _sample(db, task, seed: int, budget: int = 8, fail_every: int = 4) -> None:
-    """A GPU-mode random session of the part (a fake evaluator; every `fail_every`-th config fails)."""
+def _sample(db, task, seed: int, budget: int = 8, fail_every: int = 4, strategy_options: dict | None = None) -> None:
+    """A GPU-mode random session of the part (a fake evaluator; every `fail_every`-th config fails),
+    recorded with the strategy options given (as `autotune tune --option` records them)."""
     calls = iter(range(10**6))
 
     def cost(params):
@@ -36,7 +37,7 @@ def _sample(db, task, seed: int, budget: int = 8, fail_every: int = 4) -> None:
     cache = Cache.open(db, create=True)
     try:
         Session(task, FakeEvaluator(cost), get_strategy("random")(task.space, seed=seed), settings, cache,
-                reporter=SilentReporter()).run()
+                reporter=SilentReporter(), options={"strategy_options": strategy_options or {}}).run()
     finally:
         cache.close()
 
@@ -87,6 +88,42 @@ def test_a_part_starts_continues_and_moves_to_the_next_seed_until_the_target(sma
     monkeypatch.setattr(record_large, "TARGET", _valid(db))
     done = _standing(db)
     assert done.valid == done.target and done.done and done.describe().endswith("; done")
+
+
+def _interrupt(db, seed: int) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE sessions SET exit_reason = 'interrupted' WHERE seed = ?", (seed,))  # as if killed
+    conn.commit()
+    conn.close()
+
+
+def test_a_screened_part_continues_only_its_screened_sessions_and_asks_tune_for_the_screen(
+        small_target, triton_task, tmp_path, monkeypatch):
+    screened = record_large.Part("tiny", "softmax-triton", "64x1000", "float16", (("screen", "footprint"),))
+    monkeypatch.setattr(record_large, "PARTS", {"tiny": screened})
+    db = tmp_path / "r.db"
+    _sample(db, triton_task, seed=11)  # an earlier, unscreened sample cut short
+    _interrupt(db, 11)
+    cache = Cache.open(db)
+    try:
+        before = record_large.standing(cache, screened)
+    finally:
+        cache.close()
+    assert before.valid == _valid(db) > 0  # its valid configs count ...
+    assert (before.resume, before.next_seed) == (None, 12)  # ... but it is not continued
+    args = record_large.tune_arguments(before, db, 60)
+    assert "--option=screen=footprint" in args and args[args.index("--seed") + 1] == "12"
+
+    _sample(db, triton_task, seed=12, strategy_options={"screen": "footprint"})
+    _interrupt(db, 12)
+    cache = Cache.open(db)
+    try:
+        after = record_large.standing(cache, screened)
+    finally:
+        cache.close()
+    assert after.resume is not None
+    assert record_large.tune_arguments(after, db, 60)[:3] == ["tune", "--resume", str(after.resume)]
+    assert _standing(db).resume != after.resume  # the unscreened part continues the other session
 
 
 def test_the_target_is_the_whole_space_where_it_is_smaller(small_target, triton_task, tmp_path, monkeypatch):
