@@ -1,11 +1,16 @@
-"""Strategies compared on the recorded Helion softmax spaces, by simulation (CPU only).
+"""Strategies compared on the recorded Helion spaces, by simulation (CPU only).
 
-For each recorded space (Helion softmax at 4096x32000 and 1024x50257, Helion online softmax at
-4096x32000, all fp16 on the H100), every strategy runs `--repeats` times against the recorded
-configs as an oracle (see `autotune.simulation.oracle`).  Writes a Markdown report with one
-table and one convergence plot per space.
+For each recorded space of a set, every strategy runs `--repeats` times against the recorded
+configs as an oracle (see `autotune.simulation.oracle`).  Writes a Markdown report
+(`SET_simulation.md`) with one table and one convergence plot per space.  The sets:
+* `softmax` (default): Helion softmax at 4096x32000 and 1024x50257, Helion online softmax at
+  4096x32000, all fp16 on the H100;
+* `matmul-epilogue`: matmul + layernorm and matmul + rmsnorm at 16384x512x1024 bf16 on the
+  H100.  Their samples are sparse (a few thousand of the space's billions of points) and
+  mostly screened (`heuristics.screen`): a strategy sees only the recorded points.
 
     python -m experiments.softmax_simulation                      # 100 repeats, budget 200
+    python -m experiments.softmax_simulation --spaces matmul-epilogue --repeats 20
     python -m experiments.softmax_simulation --repeats 10 --out runs/sim
 """
 
@@ -22,7 +27,12 @@ from autotune.simulation.plot import convergence_plot
 from autotune.simulation.runner import simulate
 from autotune.simulation.stats import THRESHOLDS, summarise
 
-SPACES = (("softmax", (4096, 32000)), ("softmax", (1024, 50257)), ("softmax-online", (4096, 32000)))
+SPACE_SETS = {
+    "softmax": (("softmax", (4096, 32000), "float16"), ("softmax", (1024, 50257), "float16"),
+                ("softmax-online", (4096, 32000), "float16")),
+    "matmul-epilogue": (("matmul-layernorm", (16384, 512, 1024), "bfloat16"),
+                        ("matmul-rmsnorm", (16384, 512, 1024), "bfloat16")),
+}
 STRATEGIES = "random,pattern,tpe,surrogate,evolution"  # gp simulates at ~2 evaluations/s: add it with --strategies
 SLOW = {"gp": 3}  # strategies too slow for every repeat: run this many repeats instead
 
@@ -30,6 +40,7 @@ SLOW = {"gp": 3}  # strategies too slow for every repeat: run this many repeats 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", default="cache.db")
+    parser.add_argument("--spaces", choices=sorted(SPACE_SETS), default="softmax")
     parser.add_argument("--strategies", default=STRATEGIES)
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--budget", type=int, default=200)
@@ -38,19 +49,19 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cache = Cache.open(args.db)
-    lines = ["# Search strategies on the recorded softmax spaces (simulated)", "",
+    lines = [f"# Search strategies on the recorded {args.spaces} spaces (simulated)", "",
              f"Each strategy ran {args.repeats} times (seeds 0..{args.repeats - 1}"
              + "".join(f"; {k}: {v} runs, it is slow" for k in SLOW if k in args.strategies.split(","))
              + f") with a budget of {args.budget} evaluations against the configs recorded on the H100 "
              "(oracle: the space is the recorded configs; simulated seconds are their recorded compile + "
              "benchmark time). Cells: median [inter-quartile range] over the runs that got there; "
              "'reached' is the share of runs that did within the budget.", ""]
-    for kernel, shape in SPACES:
-        records = [r for r in cache.find_spaces(kernel, shape, "float16") if r.evaluations > 0]
+    for kernel, shape, dtype in SPACE_SETS[args.spaces]:
+        records = [r for r in cache.find_spaces(kernel, shape, dtype) if r.evaluations > 0]
         if not records:
             lines += [f"## {kernel} {shape}: nothing recorded", ""]
             continue
-        recorded = RecordedSpace.from_cache(cache, records[0].fingerprint)
+        recorded = RecordedSpace.from_cache(cache, max(records, key=lambda r: r.evaluations).fingerprint)
         traces, rows = {}, []
         for name in [n for n in args.strategies.split(",") if n]:
             repeats = min(args.repeats, SLOW.get(name, args.repeats))
@@ -77,7 +88,7 @@ def main() -> None:
                          + f" | {regret} | {s.not_recorded} | {s.rate:,.0f} |")
         lines += ["", f"![convergence]({stem}.png)", ""]
     cache.close()
-    (out / "softmax_simulation.md").write_text("\n".join(lines) + "\n")
+    (out / f"{args.spaces.replace('-', '_')}_simulation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -16,8 +16,12 @@ Each `ask`:
   `mutation`: to a random other value, or, for ordered parameters half of the time, one
   step along the order;
 - a child that is not a point of the space, or was asked before, is redrawn, up to
-  `redraws` times, and then replaced by a random point, so the search never stalls and
-  ends only when the space is exhausted.
+  `redraws` times.  Then, on a finite space (a recorded sample), the last child is replaced
+  by the fresh listed point that differs from it in the fewest parameters: a sample of a
+  Helion space holds a few thousand of its billions of points, so a child is almost never
+  one of them, and a random replacement would make the search a random search there.  On
+  an open space it is replaced by a random point.  So the search never stalls and ends
+  only when the space is exhausted.
 
 Deterministic for a seed: every draw comes from the strategy's rng, and the population is
 recomputed from the results told, so a resumed session proposes what the first did.
@@ -27,9 +31,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy
+
 from autotune.strategies.base import Strategy
 from autotune.types import Params
-from search_spaces.space import SearchSpace, params_key
+from search_spaces.space import SearchSpace, canonical_json, params_key
+
+
+class MemberCodes:
+    """A finite space's listed points as a matrix of value indices, one column per parameter,
+    so the number of parameters in which each differs from a point is one vectorised compare."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        assert space.members is not None
+        self._index = [{canonical_json(v): i for i, v in enumerate(p.values())} for p in space.parameters]
+        self._names = space.names
+        self.matrix = numpy.array([self._encode(m) for m in space.members], dtype=numpy.int32)
+
+    def _encode(self, point: Params) -> list[int]:
+        return [index.get(canonical_json(point[name]), -1) for index, name in zip(self._index, self._names)]
+
+    def distances(self, point: Params) -> Any:
+        """Per listed point, the number of parameters whose value differs from `point`'s."""
+        return (self.matrix != numpy.array(self._encode(point), dtype=numpy.int32)).sum(axis=1)
 
 
 class EvolutionSearch(Strategy):
@@ -50,6 +74,8 @@ class EvolutionSearch(Strategy):
         self.redraws = redraws
         self._order: list[int] | None = None  # finite spaces: the random points' order
         self._next = 0
+        self._codes: MemberCodes | None = None  # finite spaces: the listed points, for nearest-point lookups
+        self._tiebreak: list[int] = []
 
     def ask(self, n: int) -> list[Params]:
         batch: list[Params] = []
@@ -82,6 +108,7 @@ class EvolutionSearch(Strategy):
         return parents[min(self.rng.randrange(len(parents)) for _ in range(self.tournament))]
 
     def _child(self, parents: list[Params], queued: set[str]) -> Params | None:
+        child: Params = {}
         for _ in range(self.redraws):
             mother, father = self._select(parents), self._select(parents)
             child = {name: (mother if self.rng.random() < 0.5 else father)[name] for name in self.space.names}
@@ -90,6 +117,20 @@ class EvolutionSearch(Strategy):
                     child[parameter.name] = self._mutate(parameter, child[parameter.name])
             if self._fresh(child, queued):
                 return child
+        return self._nearest_member(child, queued) if self.space.members is not None else None
+
+    def _nearest_member(self, point: Params, queued: set[str]) -> Params | None:
+        """The fresh listed point differing from `point` in the fewest parameters (ties: the
+        seeded random order), or None when every listed point was asked."""
+        members, keys = self.space.members, self.space.member_keys
+        assert members is not None
+        if self._codes is None:
+            self._codes = MemberCodes(self.space)
+            self._tiebreak = self.rng.sample(range(len(members)), len(members))
+        distances = self._codes.distances(point)
+        for index in numpy.lexsort((self._tiebreak, distances)):
+            if keys[index] not in queued and keys[index] not in self._asked:
+                return dict(members[index])
         return None
 
     def _mutate(self, parameter: Any, value: Any) -> Any:
