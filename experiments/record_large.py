@@ -58,8 +58,8 @@ PARTS = {part.name: part for part in (
     Part("online-4096", "softmax-online", "4096x32000", "float16"),
     # Two of the matmul + reduction-epilogue family (MxKxN), at a size between seed 004's tables.
     # Three in four of their random configs fail, mostly past the shared-memory or register
-    # limits, so after the first 1,031 configs (session 143, unscreened) they sample only
-    # what the footprint screen lets through.
+    # limits (layernorm's first session, 143, unscreened: 1,031 configs), so their sessions
+    # sample only what the footprint screen lets through.
     Part("layernorm-16k", "matmul-layernorm", "16384x512x1024", "bfloat16", (("screen", "footprint"),)),
     Part("rmsnorm-16k", "matmul-rmsnorm", "16384x512x1024", "bfloat16", (("screen", "footprint"),)),
 )}

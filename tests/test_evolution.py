@@ -90,7 +90,8 @@ def test_only_points_of_a_recorded_space_are_asked():
         _tell(strategy, batch)
 
 
-@pytest.mark.parametrize("options", [{"population": 1}, {"tournament": 0}, {"mutation": 1.5}, {"redraws": 0}])
+@pytest.mark.parametrize("options", [{"population": 1}, {"tournament": 0}, {"mutation": 1.5}, {"redraws": 0},
+                                     {"nearest": -0.1}])
 def test_bad_options_are_refused(options):
     with pytest.raises(ValueError):
         get_strategy("evolution")(grid_space(), seed=0, **options)
