@@ -51,10 +51,17 @@ def _valid(db) -> int:
         conn.close()
 
 
-def _standing(db) -> record_large.Standing:
+def _interrupt(db, seed: int) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE sessions SET exit_reason = 'interrupted' WHERE seed = ?", (seed,))  # as if the call was killed
+    conn.commit()
+    conn.close()
+
+
+def _standing(db, part: record_large.Part = PART) -> record_large.Standing:
     cache = Cache.open(db)
     try:
-        return record_large.standing(cache, PART)
+        return record_large.standing(cache, part)
     finally:
         cache.close()
 
@@ -75,10 +82,7 @@ def test_a_part_starts_continues_and_moves_to_the_next_seed_until_the_target(sma
     assert "--seed" in (args := record_large.tune_arguments(after_one, db, 60)) and args[args.index("--seed") + 1] == "12"
 
     _sample(db, triton_task, seed=12)
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE sessions SET exit_reason = 'interrupted' WHERE seed = 12")  # as if the call was killed
-    conn.commit()
-    conn.close()
+    _interrupt(db, 12)
     cut_short = _standing(db)
     assert cut_short.resume is not None and not cut_short.done
     args = record_large.tune_arguments(cut_short, db, 60)
@@ -90,13 +94,6 @@ def test_a_part_starts_continues_and_moves_to_the_next_seed_until_the_target(sma
     assert done.valid == done.target and done.done and done.describe().endswith("; done")
 
 
-def _interrupt(db, seed: int) -> None:
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE sessions SET exit_reason = 'interrupted' WHERE seed = ?", (seed,))  # as if killed
-    conn.commit()
-    conn.close()
-
-
 def test_a_screened_part_continues_only_its_screened_sessions_and_asks_tune_for_the_screen(
         small_target, triton_task, tmp_path, monkeypatch):
     screened = record_large.Part("tiny", "softmax-triton", "64x1000", "float16", (("screen", "footprint"),))
@@ -104,11 +101,7 @@ def test_a_screened_part_continues_only_its_screened_sessions_and_asks_tune_for_
     db = tmp_path / "r.db"
     _sample(db, triton_task, seed=11)  # an earlier, unscreened sample cut short
     _interrupt(db, 11)
-    cache = Cache.open(db)
-    try:
-        before = record_large.standing(cache, screened)
-    finally:
-        cache.close()
+    before = _standing(db, screened)
     assert before.valid == _valid(db) > 0  # its valid configs count ...
     assert (before.resume, before.next_seed) == (None, 12)  # ... but it is not continued
     args = record_large.tune_arguments(before, db, 60)
@@ -116,11 +109,7 @@ def test_a_screened_part_continues_only_its_screened_sessions_and_asks_tune_for_
 
     _sample(db, triton_task, seed=12, strategy_options={"screen": "footprint"})
     _interrupt(db, 12)
-    cache = Cache.open(db)
-    try:
-        after = record_large.standing(cache, screened)
-    finally:
-        cache.close()
+    after = _standing(db, screened)
     assert after.resume is not None
     assert record_large.tune_arguments(after, db, 60)[:3] == ["tune", "--resume", str(after.resume)]
     assert _standing(db).resume != after.resume  # the unscreened part continues the other session

@@ -22,6 +22,9 @@ from typing import Any, Callable
 from autotune.evaluators.failures import classify_exception, short_error
 from autotune.types import Status
 
+# AUTOTUNE_PROFILE_BENCH=1: print where each config's benchmark time goes (a diagnostic for slow sessions).
+PROFILE_BENCH = os.environ.get("AUTOTUNE_PROFILE_BENCH") == "1"
+
 
 @dataclass(frozen=True)
 class WorkerInit:
@@ -181,10 +184,6 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
             continue
         reply.update(key=key, bench_s=time.perf_counter() - started)
         conn.send(reply)
-
-
-# AUTOTUNE_PROFILE_BENCH=1: print where each config's benchmark time goes (a diagnostic for slow sessions).
-PROFILE_BENCH = os.environ.get("AUTOTUNE_PROFILE_BENCH") == "1"
 
 
 class _BuildError(Exception):
