@@ -150,6 +150,18 @@ def _applies(facts: KernelFacts) -> bool:
     return facts.epilogue is not None
 
 
+def unsizable(matmul: MatmulFact, names: Any) -> str | None:
+    """Why the footprints of this matmul's tiles cannot be sized in a space with these parameter
+    names, or None: they need the resident-row form (N one tile, its extent known) and M and K slots."""
+    if not matmul.n_resident:
+        return f"N is tiled ({matmul.n_slot}); only the resident-row form is sized"
+    if matmul.n is None:
+        return "N is symbolic: the accumulator and staged footprints cannot be sized"
+    if matmul.m_slot not in names or matmul.k_slot not in names:
+        return f"the space has no M or K tile slot ({matmul.m_slot}, {matmul.k_slot})"
+    return None
+
+
 def operand_itemsize(matmul: MatmulFact) -> int:
     """Bytes per element of the wider operand (the tiles staged in shared memory)."""
     return max(_itemsize(matmul.lhs_dtype), _itemsize(matmul.rhs_dtype))
@@ -165,12 +177,9 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
     fact = facts.epilogue
     assert fact is not None
     matmul = fact.matmul
-    if not matmul.n_resident:
-        return Declined(NAME, f"N is tiled ({matmul.n_slot}); this rule seeds only the resident-row form")
-    if matmul.n is None:
-        return Declined(NAME, "N is symbolic: the accumulator and staged footprints cannot be sized")
-    if matmul.m_slot not in space.names or matmul.k_slot not in space.names:
-        return Declined(NAME, f"the space has no M or K tile slot ({matmul.m_slot}, {matmul.k_slot})")
+    why = unsizable(matmul, space.names)
+    if why is not None:
+        return Declined(NAME, why)
     itemsize = operand_itemsize(matmul)
     cuda_cores = on_cuda_cores(matmul, itemsize)
     n_pad = next_pow2(matmul.n)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 
 from heuristics.device import DeviceLimits, current_device
 from heuristics.facts import KernelFacts
-from heuristics.matmul_epilogue import next_pow2, operand_itemsize, staged_bytes
+from heuristics.matmul_epilogue import next_pow2, operand_itemsize, staged_bytes, unsizable
 
 # Staged operand tiles may need up to this many times the device's shared memory per block
 # (the model counts num_stages - 1 full buffers of the x and w tiles; Triton allocates less:
@@ -82,12 +82,9 @@ def footprint_screen(facts: KernelFacts, names: tuple[str, ...] | list[str],
         raise ScreenUnavailable(f"screen 'footprint' needs a matmul with a row-reduction epilogue; "
                                 f"no such fact was found in {facts.kernel}")
     matmul = fact.matmul
-    if not matmul.n_resident or matmul.n is None:
-        raise ScreenUnavailable("screen 'footprint' needs the matmul's whole output row resident (N not tiled, "
-                                "N known)")
-    if matmul.m_slot not in names or matmul.k_slot not in names:
-        raise ScreenUnavailable(f"screen 'footprint': the space has no M or K tile slot ({matmul.m_slot}, "
-                                f"{matmul.k_slot})")
+    why = unsizable(matmul, names)
+    if why is not None:
+        raise ScreenUnavailable(f"screen 'footprint': {why}")
     device = device or current_device()
     itemsize = operand_itemsize(matmul)
     return FootprintScreen(m_slot=matmul.m_slot, k_slot=matmul.k_slot, n_pad=next_pow2(matmul.n),
