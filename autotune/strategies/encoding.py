@@ -25,11 +25,18 @@ class PointEncoder:
             self.groups.append(slice(start, start + width))
             start += width
 
+    def positions(self, points: Sequence[Mapping], *, missing: int | None = None) -> np.ndarray:
+        """One row per point, one column per parameter: the value's position in the parameter's
+        values.  A value that is not in the space raises KeyError, or becomes `missing` if given."""
+        columns = [[index[canonical_json(point[parameter.name])] if missing is None
+                    else index.get(canonical_json(point[parameter.name]), missing) for point in points]
+                   for parameter, index in zip(self.space.parameters, self._index)]
+        return np.array(columns, dtype=int).T.reshape(len(points), len(columns))
+
     def encode_all(self, points: Sequence[Mapping]) -> np.ndarray:
         """One row per point; raises KeyError for a value that is not in the space."""
         columns = []
-        for parameter, index in zip(self.space.parameters, self._index):
-            positions = np.array([index[canonical_json(point[parameter.name])] for point in points], dtype=int)
+        for parameter, index, positions in zip(self.space.parameters, self._index, self.positions(points).T):
             if parameter.ordered:
                 columns.append((positions / max(len(index) - 1, 1))[:, None])
             else:

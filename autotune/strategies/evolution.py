@@ -39,26 +39,23 @@ from typing import Any
 import numpy
 
 from autotune.strategies.base import Strategy
+from autotune.strategies.encoding import PointEncoder
 from autotune.types import Params
-from search_spaces.space import SearchSpace, canonical_json, params_key
+from search_spaces.space import SearchSpace, params_key
 
 
 class MemberCodes:
-    """A finite space's listed points as a matrix of value indices, one column per parameter,
-    so the number of parameters in which each differs from a point is one vectorised compare."""
+    """A finite space's listed points as their value positions (`PointEncoder.positions`), so the
+    number of parameters in which each differs from a point is one vectorised compare."""
 
     def __init__(self, space: SearchSpace) -> None:
         assert space.members is not None
-        self._index = [{canonical_json(v): i for i, v in enumerate(p.values())} for p in space.parameters]
-        self._names = space.names
-        self.matrix = numpy.array([self._encode(m) for m in space.members], dtype=numpy.int32)
-
-    def _encode(self, point: Params) -> list[int]:
-        return [index.get(canonical_json(point[name]), -1) for index, name in zip(self._index, self._names)]
+        self._encoder = PointEncoder(space)
+        self.matrix = self._encoder.positions(space.members)
 
     def distances(self, point: Params) -> Any:
         """Per listed point, the number of parameters whose value differs from `point`'s."""
-        return (self.matrix != numpy.array(self._encode(point), dtype=numpy.int32)).sum(axis=1)
+        return (self.matrix != self._encoder.positions([point], missing=-1)[0]).sum(axis=1)
 
 
 class EvolutionSearch(Strategy):
