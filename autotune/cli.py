@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--timing-ms", type=_positive_float, default=250.0,
                       help="GPU time spent timing each config (min 10 runs, max 200); lower it to record large "
                            "samples faster, at the price of noisier medians")
+    tune.add_argument("--slow-factor", type=_positive_float, default=3.0,
+                      help="a config whose first estimate is over this many times the fastest timed so far "
+                           "keeps the estimate (5 runs) as its timing; inf times every config in full")
 
     for name, text in (("sessions", "list recorded sessions"), ("show", "a session's timeline and best"),
                        ("export", "a session's best config as code or JSON")):
@@ -155,7 +158,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
         seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
         configs=tuple(args.config),
-        timing_target_ms=args.timing_ms, workers=args.workers,
+        timing_target_ms=args.timing_ms, slow_factor=args.slow_factor, workers=args.workers,
     )
     run_tune(request, console)
     return 0

@@ -12,7 +12,7 @@ import torch
 from autotune.evaluators.failures import classify_exception, short_error
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.evaluators.replay import ReplayEvaluator
-from autotune.evaluators.timing import Timing, relative_error, tolerance_for
+from autotune.evaluators.timing import Timing, TimingOptions, relative_error, repetitions, tolerance_for
 from autotune.types import Result, Source, Status
 from conftest import make_candidate, run_report_script
 
@@ -186,6 +186,19 @@ def test_tolerances_and_median():
     assert tolerance_for(torch.float32) < tolerance_for(torch.float16) < tolerance_for(torch.bfloat16)
     assert Timing((3.0, 1.0, 2.0), "events").median_ms == 2.0
     assert Timing((4.0, 1.0, 2.0, 3.0), "events").median_ms == 2.5
+
+
+def test_clearly_slow_configs_keep_their_estimate_and_the_rest_are_timed_in_full():
+    options = TimingOptions(min_reps=10, max_reps=200, target_ms=40.0, graph_below_ms=0.05, slow_factor=3.0)
+    assert repetitions(2.0, None, options) == 20  # nothing timed yet: 40 ms of kernel time
+    assert repetitions(20.0, None, options) == 10  # at least min_reps
+    assert repetitions(0.1, 0.08, options) == 200  # near the fastest: in full, at most max_reps
+    assert repetitions(0.23, 0.08, options) == 173  # 2.9x the fastest: still in full
+    assert repetitions(0.25, 0.08, options) == 0  # over 3x: the estimate's samples are the timing
+    assert repetitions(150.0, 0.08, options) == 0
+    # a graph-timed kernel's event estimate carries the launch cost: never cut short
+    assert repetitions(0.04, 0.005, options) == 200
+    assert repetitions(0.25, 0.08, TimingOptions(target_ms=40.0, slow_factor=float("inf"))) == 160
 
 
 # -- the Triton softmax under the interpreter ----------------------------------------------------

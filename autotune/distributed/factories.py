@@ -25,6 +25,7 @@ class GPUEvaluatorFactory:
     run_timeout_s: float = 30.0
     seed: int = 0
     timing_target_ms: float = 250.0
+    slow_factor: float = 3.0
 
     rebenchmarks: ClassVar[bool] = True
 
@@ -44,7 +45,7 @@ class GPUEvaluatorFactory:
         return GPUEvaluator(self.kernel, self.shape, self.dtype, device_name=self.device_label(),
                             compile_workers=self.compile_workers, compile_timeout_s=self.compile_timeout_s,
                             run_timeout_s=self.run_timeout_s, seed=self.seed,
-                            timing=TimingOptions(target_ms=self.timing_target_ms))
+                            timing=TimingOptions(target_ms=self.timing_target_ms, slow_factor=self.slow_factor))
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
         factory = GPUEvaluatorFactory(
             spec.name, tuple(shape), task.dtype, device_name=task.identity.device, compile_workers=compile_workers,
             compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s, seed=request.seed,
-            timing_target_ms=request.timing_target_ms)
+            timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor)
         try:
             reference = task.default_candidate()
         except InvalidConfig:

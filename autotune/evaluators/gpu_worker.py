@@ -11,6 +11,7 @@ address, abort) only costs that worker: the parent starts another.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -154,6 +155,7 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
     reference = state.spec.reference(tuple(x.to(torch.float64) if x.is_floating_point() else x for x in state.inputs))
     tolerance = timing.tolerance_for(state.dtype)
     options = init.timing or timing.TimingOptions()
+    fastest_ms: float | None = None  # of the configs timed here: clearly slower ones stop at the estimate
     while True:
         message = conn.recv()
         if message is None:
@@ -169,7 +171,10 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
             else:
                 runner = _runner_for(state, kind, payload)
                 built = time.perf_counter()
-                reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options)
+                reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options,
+                                 fastest_ms if kind == "config" else None)
+                if kind == "config" and reply.get("method") != "estimate" and "median_ms" in reply:
+                    fastest_ms = min(reply["median_ms"], fastest_ms or math.inf)
                 if PROFILE_BENCH:
                     print(f"bench {key}: build {built - started:.3f} s, check+time {time.perf_counter() - built:.3f} s "
                           f"({reply.get('repetitions')} reps of {reply.get('median_ms')} ms)", file=sys.stderr)
@@ -221,7 +226,7 @@ def _ok(samples: tuple[float, ...], median: float) -> dict[str, Any]:
 
 
 def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference: Any, tolerance: float,
-             options: Any) -> dict[str, Any]:
+             options: Any, fastest_ms: float | None = None) -> dict[str, Any]:
     out, poisoned = timing.run_poisoned(lambda: runner(inputs))
     error = timing.relative_error(out, reference)
     del out
@@ -229,5 +234,5 @@ def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference
         note = "" if poisoned else " (output memory could not be poisoned)"
         return {"status": Status.WRONG_RESULT.value, "rel_error": error if error != float("inf") else None,
                 "error": f"relative error {error:.3g} over tolerance {tolerance:g}{note}"}
-    result = timing.time_gpu(lambda: runner(inputs), options)
+    result = timing.time_gpu(lambda: runner(inputs), options, fastest_ms)
     return {**_ok(result.samples_ms, result.median_ms), "rel_error": error, "method": result.method}

@@ -4,6 +4,10 @@ Timing: the L2 cache is flushed (a buffer larger than L2 is overwritten) before 
 timed call, each call is bracketed by CUDA events, and the median of many calls is kept
 with min and max.  Kernels shorter than `graph_below_ms` are replayed from a CUDA graph,
 because for them the host launch cost, not the kernel, would dominate event timing.
+A config whose first estimate is over `slow_factor` times the fastest config timed so far
+keeps the estimate's samples: it cannot be among the best, and timing it in full cost most
+of a random generation's benchmark time (a config's timing costs about its kernel time times
+the repetitions, and the slowest random configs run 1000x longer than the best).
 
 Accuracy: relative error ||out - ref|| / ||ref|| against an fp64 reference; NaN or an
 unwritten element never passes (the output memory is poisoned with NaN before the run).
@@ -31,6 +35,8 @@ class TimingOptions:
     target_ms: float = 250.0  # aim for about this much timed kernel time per config
     warmup: int = 3
     graph_below_ms: float = 0.05
+    estimate_reps: int = 5
+    slow_factor: float = 3.0  # over this many times the fastest so far: the estimate is the timing
 
 
 @dataclass(frozen=True)
@@ -77,15 +83,31 @@ def run_poisoned(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, bool]:
     return out, out.data_ptr() == address
 
 
-def time_gpu(fn: Callable[[], object], options: TimingOptions = TimingOptions()) -> Timing:
-    """Median-of-many timing with a cold L2 before every call."""
+def repetitions(estimate_ms: float, fastest_ms: float | None, options: TimingOptions) -> int:
+    """How many timed calls to make after the estimate; 0: the estimate's samples are the timing.
+
+    Only event-timed kernels are cut short: below `graph_below_ms` an event estimate carries
+    the launch cost and could read a fast kernel as slow.  At or above it the launch adds well
+    under 2x, so a config within 1.5x of the fastest is always timed in full.
+    """
+    if fastest_ms is not None and estimate_ms >= options.graph_below_ms and estimate_ms > options.slow_factor * fastest_ms:
+        return 0
+    return int(min(options.max_reps, max(options.min_reps, options.target_ms / max(estimate_ms, 1e-3))))
+
+
+def time_gpu(fn: Callable[[], object], options: TimingOptions = TimingOptions(),
+             fastest_ms: float | None = None) -> Timing:
+    """Median-of-many timing with a cold L2 before every call; `fastest_ms` (the fastest
+    median timed so far, if any) lets a clearly slower config stop after the estimate."""
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     for _ in range(options.warmup):
         fn()
     torch.cuda.synchronize()
-    estimate = _event_samples(fn, flush, 5)
-    estimate_ms = sorted(estimate)[2]
-    reps = int(min(options.max_reps, max(options.min_reps, options.target_ms / max(estimate_ms, 1e-3))))
+    estimate = _event_samples(fn, flush, options.estimate_reps)
+    estimate_ms = statistics.median(estimate)
+    reps = repetitions(estimate_ms, fastest_ms, options)
+    if reps == 0:
+        return Timing(tuple(estimate), "estimate")
     if estimate_ms < options.graph_below_ms:
         return Timing(tuple(_graph_samples(fn, flush, reps)), "graph")
     return Timing(tuple(_event_samples(fn, flush, reps)), "events")

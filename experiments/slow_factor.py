@@ -1,0 +1,124 @@
+"""Does timing clearly slow configs from their estimate alone save GPU time without moving
+the ranking?
+
+Timing a config costs about its kernel time times the repetitions (at least 10, up to the
+`--timing-ms` target), so the slowest random configs, a thousand times slower than the best,
+take most of a random generation's benchmark time.  By default a config whose 5-run estimate
+is over 3x the fastest config timed so far keeps the estimate as its timing (`--slow-factor`).
+
+On a GPU machine this runs two random-search sessions with the same seed (so the same configs)
+into a database of their own: one times every config in full (`--slow-factor inf`), one with
+the default.  The report, made from the database alone, compares per session the benchmark
+seconds and wall time, and over the configs both ran: how far the estimate of a cut-short
+config lies from its full timing, and whether the fastest configs are the same.
+
+    python -m experiments.slow_factor --db runs/slow_factor.db             # GPU: both sessions, report
+    python -m experiments.slow_factor --db runs/slow_factor.db --report    # the report only (any machine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+ESTIMATE_REPS = 5  # the estimate's runs (TimingOptions.estimate_reps)
+
+
+def run_sessions(db: Path, kernel: str, shape: str, dtype: str, budget: int, seed: int) -> None:
+    """Full timing first, then the default, each its own `autotune tune` process; the second
+    measures again what the first recorded (--fresh)."""
+    for factor in ("inf", "3"):
+        command = [sys.executable, "-m", "autotune.cli", "tune", kernel, "--shape", shape, "--dtype", dtype,
+                   "--strategy", "random", "--budget", str(budget), "--seed", str(seed), "--db", str(db),
+                   "--slow-factor", factor, "--fresh"]  # --fresh: measure, not answer from the first
+        print("$", " ".join(command[2:]), flush=True)
+        subprocess.run(command, check=True, cwd=REPO)
+
+
+def _quantiles(values: list[float]) -> str:
+    if len(values) < 2:
+        return "-"
+    q1, q2, q3 = statistics.quantiles(values, n=4)
+    return f"{q2:.3f} ({q1:.3f}-{q3:.3f})"
+
+
+def report(db: Path) -> str:
+    from autotune.cache import Cache
+
+    cache = Cache.open(db)
+    try:
+        sessions = [s for s in reversed(cache.sessions(limit=1000)) if s["strategy"] == "random"]
+        full = next(s for s in sessions if s["options"].get("slow_factor", 0) is None)
+        cut = next(s for s in sessions if s["options"].get("slow_factor") not in (None, math.inf))
+        rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in (full, cut)}
+    finally:
+        cache.close()
+    lines = [f"# Timing slow configs from their estimate: {full['kernel']} {'x'.join(map(str, full['shape']))} "
+             f"{full['dtype']}", "", f"Device: {full['device']}. Random search, seed {full['seed']}, the same configs in "
+             f"both sessions. Benchmark seconds: the benchmark worker's time per config (load, accuracy check, "
+             f"timing).", "",
+             "| session | slow factor | configs | ran correctly | timed from the estimate | benchmark s (sum) | "
+             "benchmark s per config, median (IQR) | session wall s | best ms |", "|---|---|---|---|---|---|---|---|---|"]
+    for session in (full, cut):
+        own = rows[session["id"]]
+        ok = [r.result for r in own if r.result.ok]
+        bench = [r.result.bench_s for r in own if r.result.bench_s is not None]
+        short = sum(1 for r in ok if r.repetitions == ESTIMATE_REPS)
+        wall = (session["ended"] or session["started"]) - session["started"]
+        factor = session["options"].get("slow_factor")
+        lines.append(f"| {session['id']} | {'inf' if factor is None else factor} | {len(own)} | {len(ok)} | {short} | "
+                     f"{sum(bench):.1f} | {_quantiles(bench)} | {wall:.0f} | {min(r.median_ms for r in ok):.4f} |")
+    lines += ["", *_paired(rows[full["id"]], rows[cut["id"]])]
+    return "\n".join(lines) + "\n"
+
+
+def _paired(full_rows: list[Any], cut_rows: list[Any]) -> list[str]:
+    """The configs both sessions ran: estimate against full timing, and the fastest ten."""
+    full = {r.candidate.key: r.result for r in full_rows if r.result.ok}
+    cut = {r.candidate.key: r.result for r in cut_rows if r.result.ok}
+    both = sorted(set(full) & set(cut))
+    shortened = [k for k in both if cut[k].repetitions == ESTIMATE_REPS and full[k].repetitions != ESTIMATE_REPS]
+    ratios = [cut[k].median_ms / full[k].median_ms for k in shortened]
+    fastest = min(full[k].median_ms for k in both)
+    nearest_cut = min((full[k].median_ms / fastest for k in shortened), default=math.inf)
+    top_full = sorted(both, key=lambda k: full[k].median_ms)[:10]
+    top_cut = sorted(both, key=lambda k: cut[k].median_ms)[:10]
+    lines = [f"Configs that ran correctly in both: {len(both)}; timed from the estimate in the default session: "
+             f"{len(shortened)}; the fastest of those is {nearest_cut:.2f}x the fastest config (full timing)."]
+    if ratios:
+        lines.append(f"Estimate / full-timing median of those configs: median (quartiles) {_quantiles(ratios)}, "
+                     f"range {min(ratios):.3f}-{max(ratios):.3f}.")
+    lines.append(f"Fastest ten under full timing that are also the fastest ten in the default session: "
+                 f"{len(set(top_full) & set(top_cut))} of 10; same fastest config: {top_full[0] == top_cut[0]} "
+                 f"({full[top_full[0]].median_ms:.4f} ms, and {cut[top_full[0]].median_ms:.4f} ms in the default "
+                 f"session).")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", type=Path, required=True, help="a database of this experiment's own")
+    parser.add_argument("--kernel", default="softmax")
+    parser.add_argument("--shape", default="4096x32000")
+    parser.add_argument("--dtype", default="float16")
+    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=23)
+    parser.add_argument("--report", action="store_true", help="only write the report from --db")
+    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports" / "slow_factor.md")
+    args = parser.parse_args()
+    if not args.report:
+        run_sessions(args.db, args.kernel, args.shape, args.dtype, args.budget, args.seed)
+    text = report(args.db)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
