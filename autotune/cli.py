@@ -82,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--space", default=None, help="replay: fingerprint (or prefix) of the recorded space to use")
     tune.add_argument("--fresh", action="store_true", help="measure again even configs already recorded")
     tune.add_argument("--compile-workers", type=_positive_int, default=None)
-    tune.add_argument("--compile-timeout", type=_positive_float, default=60.0)
+    tune.add_argument("--compile-timeout", type=_positive_float, default=60.0,
+                      help="seconds a config may compile; once 16 configs compiled, the limit tightens to "
+                           "--compile-timeout-factor times their median (at least 10 s)")
+    tune.add_argument("--compile-timeout-factor", type=_positive_float, default=10.0,
+                      help="see --compile-timeout; inf keeps --compile-timeout for every config")
     tune.add_argument("--run-timeout", type=_positive_float, default=30.0,
                       help="seconds a compiled config's first run may take before its worker is killed")
     tune.add_argument("--workers", default=None, metavar="SPEC",
@@ -158,7 +162,8 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
         seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
         configs=tuple(args.config),
-        timing_target_ms=args.timing_ms, slow_factor=args.slow_factor, workers=args.workers,
+        timing_target_ms=args.timing_ms, slow_factor=args.slow_factor,
+        compile_timeout_factor=args.compile_timeout_factor, workers=args.workers,
     )
     run_tune(request, console)
     return 0

@@ -45,6 +45,7 @@ class TuneRequest:
     configs: tuple[str, ...] = ()  # --config: JSON objects or files, evaluated first (seeds of origin "user")
     timing_target_ms: float = 250.0  # kernel time spent timing one config (more: steadier medians)
     slow_factor: float = 3.0  # over this many times the fastest so far, a config keeps its estimate
+    compile_timeout_factor: float = 10.0  # the compile limit tightens to this times the median compile
     run_timeout_s: float = 30.0  # a compiled config's first run; longer and its worker is killed
     # Set by an experiment runner: which study and job a session belongs to (stored in its options,
     # so reports find their sessions in the database alone).
@@ -94,14 +95,19 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         configs=tuple(canonical_json(point) for point in options.get("user_configs", [])),
         timing_target_ms=options.get("timing_target_ms", request.timing_target_ms),
         slow_factor=_stored_factor(options.get("slow_factor", request.slow_factor)),
+        compile_timeout_factor=_stored_factor(options.get("compile_timeout_factor", request.compile_timeout_factor)),
         experiment=tuple(experiment_tags(options).items()),
         workers=request.workers or options.get("workers"),
     )
 
 
 def _stored_factor(value: float | None) -> float:
-    """A session's slow factor as stored: null is infinity (JSON has none, sqlite's json_extract refuses one)."""
+    """A session's factor as stored: null is infinity (JSON has none, sqlite's json_extract refuses one)."""
     return math.inf if value is None else float(value)
+
+
+def _storable(factor: float) -> float | None:
+    return factor if math.isfinite(factor) else None
 
 
 def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
@@ -171,7 +177,8 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
                    "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
                    **heuristic_provenance(task, sources),
                    "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
-                   "timing_target_ms": request.timing_target_ms, "slow_factor": request.slow_factor if math.isfinite(request.slow_factor) else None,
+                   "timing_target_ms": request.timing_target_ms, "slow_factor": _storable(request.slow_factor),
+                   "compile_timeout_factor": _storable(request.compile_timeout_factor),
                    "set_up": set_up}
         if request.experiment:
             options["experiment"] = dict(request.experiment)
@@ -239,7 +246,8 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
         return GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
                             run_timeout_s=request.run_timeout_s, seed=request.seed,
-                            timing=TimingOptions(target_ms=request.timing_target_ms, slow_factor=request.slow_factor))
+                            timing=TimingOptions(target_ms=request.timing_target_ms, slow_factor=request.slow_factor),
+                            compile_timeout_factor=request.compile_timeout_factor)
 
     return task, cache, make_evaluator, request.db
 

@@ -20,60 +20,41 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from experiments.session_pairs import REPO, quartiles, random_sessions, run_pair, wall_s
+
 ESTIMATE_REPS = 5  # the estimate's runs (TimingOptions.estimate_reps)
 
 
-def run_sessions(db: Path, kernel: str, shape: str, dtype: str, budget: int, seed: int) -> None:
-    """Full timing first, then the default, each its own `autotune tune` process; the second
-    measures again what the first recorded (--fresh)."""
-    for factor in ("inf", "3"):
-        command = [sys.executable, "-m", "autotune.cli", "tune", kernel, "--shape", shape, "--dtype", dtype,
-                   "--strategy", "random", "--budget", str(budget), "--seed", str(seed), "--db", str(db),
-                   "--slow-factor", factor, "--fresh"]  # --fresh: measure, not answer from the first
-        print("$", " ".join(command[2:]), flush=True)
-        subprocess.run(command, check=True, cwd=REPO)
-
-
-def _quantiles(values: list[float]) -> str:
-    if len(values) < 2:
-        return "-"
-    q1, q2, q3 = statistics.quantiles(values, n=4)
-    return f"{q2:.3f} ({q1:.3f}-{q3:.3f})"
+def run_sessions(db: Path, kernel: str, shape: str, dtype: str, budget: int, seed: int, generation: int,
+                 compile_timeout: float) -> None:
+    """Full timing first, then the default."""
+    common = [kernel, "--shape", shape, "--dtype", dtype, "--strategy", "random", "--budget", str(budget),
+              "--seed", str(seed), "--generation-size", str(generation), "--compile-timeout", str(compile_timeout)]
+    run_pair(db, common, [["--slow-factor", "inf"], ["--slow-factor", "3"]])
 
 
 def report(db: Path) -> str:
-    from autotune.cache import Cache
-
-    cache = Cache.open(db)
-    try:
-        sessions = [s for s in reversed(cache.sessions(limit=1000)) if s["strategy"] == "random"]
-        full = next(s for s in sessions if s["options"].get("slow_factor", 0) is None)
-        cut = next(s for s in sessions if s["options"].get("slow_factor") not in (None, math.inf))
-        rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in (full, cut)}
-    finally:
-        cache.close()
+    sessions, rows = random_sessions(db)
+    full = next(s for s in sessions if s["options"].get("slow_factor", 0) is None)
+    cut = next(s for s in sessions if s["options"].get("slow_factor") not in (None, math.inf))
     lines = [f"# Timing slow configs from their estimate: {full['kernel']} {'x'.join(map(str, full['shape']))} "
              f"{full['dtype']}", "", f"Device: {full['device']}. Random search, seed {full['seed']}, the same configs in "
              f"both sessions. Benchmark seconds: the benchmark worker's time per config (load, accuracy check, "
              f"timing).", "",
              "| session | slow factor | configs | ran correctly | timed from the estimate | benchmark s (sum) | "
-             "benchmark s per config, median (IQR) | session wall s | best ms |", "|---|---|---|---|---|---|---|---|---|"]
+             "benchmark s per config, median (quartiles) | session wall s | best ms |", "|---|---|---|---|---|---|---|---|---|"]
     for session in (full, cut):
         own = rows[session["id"]]
         ok = [r.result for r in own if r.result.ok]
         bench = [r.result.bench_s for r in own if r.result.bench_s is not None]
         short = sum(1 for r in ok if r.repetitions == ESTIMATE_REPS)
-        wall = (session["ended"] or session["started"]) - session["started"]
+        wall = wall_s(session)
         factor = session["options"].get("slow_factor")
         lines.append(f"| {session['id']} | {'inf' if factor is None else factor} | {len(own)} | {len(ok)} | {short} | "
-                     f"{sum(bench):.1f} | {_quantiles(bench)} | {wall:.0f} | {min(r.median_ms for r in ok):.4f} |")
+                     f"{sum(bench):.1f} | {quartiles(bench)} | {wall:.0f} | {min(r.median_ms for r in ok):.4f} |")
     lines += ["", *_paired(rows[full["id"]], rows[cut["id"]])]
     return "\n".join(lines) + "\n"
 
@@ -92,7 +73,7 @@ def _paired(full_rows: list[Any], cut_rows: list[Any]) -> list[str]:
     lines = [f"Configs that ran correctly in both: {len(both)}; timed from the estimate in the default session: "
              f"{len(shortened)}; the fastest of those is {nearest_cut:.2f}x the fastest config (full timing)."]
     if ratios:
-        lines.append(f"Estimate / full-timing median of those configs: median (quartiles) {_quantiles(ratios)}, "
+        lines.append(f"Estimate / full-timing median of those configs: median (quartiles) {quartiles(ratios)}, "
                      f"range {min(ratios):.3f}-{max(ratios):.3f}.")
     lines.append(f"Fastest ten under full timing that are also the fastest ten in the default session: "
                  f"{len(set(top_full) & set(top_cut))} of 10; same fastest config: {top_full[0] == top_cut[0]} "
@@ -107,13 +88,17 @@ def main() -> None:
     parser.add_argument("--kernel", default="softmax")
     parser.add_argument("--shape", default="4096x32000")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--budget", type=int, default=200)
+    parser.add_argument("--budget", type=int, default=128)
     parser.add_argument("--seed", type=int, default=23)
+    # wide generations and a short compile timeout: a generation waits for its slowest compile
+    parser.add_argument("--generation-size", type=int, default=64)
+    parser.add_argument("--compile-timeout", type=float, default=20.0)
     parser.add_argument("--report", action="store_true", help="only write the report from --db")
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports" / "slow_factor.md")
     args = parser.parse_args()
     if not args.report:
-        run_sessions(args.db, args.kernel, args.shape, args.dtype, args.budget, args.seed)
+        run_sessions(args.db, args.kernel, args.shape, args.dtype, args.budget, args.seed, args.generation_size,
+                     args.compile_timeout)
     text = report(args.db)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

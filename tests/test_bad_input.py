@@ -270,6 +270,7 @@ BAD_ARGS = {
     "tune seconds 0": [*TUNE, "--seconds", "0"],
     "tune seconds nan": [*TUNE, "--seconds", "nan"],
     "tune slow factor 0": [*TUNE, "--slow-factor", "0"],
+    "tune compile timeout factor -1": [*TUNE, "--compile-timeout-factor", "-1"],
     "tune seconds -1": [*TUNE, "--seconds", "-1"],
     "tune generation size 0": [*TUNE, "--generation-size", "0"],
     "tune seed text": [*TUNE, "--seed", "one"],
@@ -329,6 +330,7 @@ def test_bad_arguments_are_one_line_and_write_nothing(case, db, tmp_path, capsys
 @pytest.mark.parametrize("case, words", [
     ("tune unknown kernel", ["nope", "softmax-triton"]), ("tune unknown strategy", ["annealing", "random"]),
     ("tune budget -4", ["-4"]), ("tune seconds nan", ["nan"]), ("tune slow factor 0", ["--slow-factor", "positive"]),
+    ("tune compile timeout factor -1", ["--compile-timeout-factor", "positive"]),
     ("tune resume with config", ["--config", "--resume"]),
     ("check-config unknown kernel", ["nope"]), ("check-config space without db", ["--db"]),
     ("tune shape '64 x 40000'", ["64 x 40000"]), ("noise shape '+64x40000'", ["+64x40000"]),
@@ -436,19 +438,21 @@ def test_resume_brings_back_the_user_configs(db, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("given", "stored", "resumed"), [("inf", None, math.inf), ("2", 2.0, 2.0)])
-def test_a_session_keeps_its_slow_factor_through_json_and_resume(db, tmp_path, capsys, given, stored, resumed):
+def test_a_session_keeps_its_factors_through_json_and_resume(db, tmp_path, capsys, given, stored, resumed):
     from autotune.tuning import TuneRequest, resumed_request
 
-    assert run_main([*with_db("tune", str(db)), "--budget", "3", "--slow-factor", given], capsys)[0] == 0
+    args = [*with_db("tune", str(db)), "--budget", "3", "--slow-factor", given, "--compile-timeout-factor", given]
+    assert run_main(args, capsys)[0] == 0
     _sql("UPDATE sessions SET exit_reason = 'interrupted'")(tmp_path / "r.db")
     journal = Cache.open(tmp_path / "r.db")
     (session,) = journal.sessions()
     journal.close()
-    assert session["options"]["slow_factor"] == stored  # JSON has no infinity: null stands for it
+    # JSON has no infinity: null stands for it
+    assert session["options"]["slow_factor"] == session["options"]["compile_timeout_factor"] == stored
     request = TuneRequest(kernel=None, shape=None, dtype="float16", strategy="random", budget=None, seconds=None,
                           seed=0, generation_size=None, db=db, replay=True, replay_db=tmp_path / "r.db", space=None,
                           fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=1)
-    assert resumed_request(request).slow_factor == resumed
+    assert resumed_request(request).slow_factor == resumed_request(request).compile_timeout_factor == resumed
 
 # -- check-config on configs that fit ------------------------------------------------------------
 def test_check_config_completes_from_the_default_and_shows_the_native_form(db, capsys):

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from autotune.evaluators.compile_deadline import CompileDeadline
 from autotune.evaluators.gpu import GPUEvaluator
 from autotune.types import Candidate, Status
 from tests import fake_gpu_workers
@@ -141,6 +142,22 @@ def test_a_slow_compile_does_not_hold_back_the_others():
     latest_fast = max(at for at, _ in arrivals.values())
     assert latest_fast < 1.5, f"the fast configs waited for the slow compile ({latest_fast:.2f} s)"
 
+
+
+def test_the_compile_limit_tightens_once_the_session_knows_its_compile_times():
+    gpu = fake_evaluator(2, compile_timeout_s=3.0)
+    gpu.compile_deadline = CompileDeadline(3.0, factor=10.0, floor_s=0.5, warmup=4)  # test-sized limit and floor
+    try:
+        first = list(gpu.evaluate([candidate("early hang", "hang_compile")]))  # nothing known yet: the limit
+        assert first[0].status is Status.COMPILE_TIMEOUT and "within 3 s; worker killed" in first[0].error
+        assert all(r.ok for r in gpu.evaluate([candidate(f"c{i}", compile_s=0.02) for i in range(4)]))
+        started = time.monotonic()
+        (hang,) = gpu.evaluate([candidate("hang", "hang_compile")])
+        waited = time.monotonic() - started
+    finally:
+        gpu.close()
+    assert hang.status is Status.COMPILE_TIMEOUT and waited < 5
+    assert "within 0.5 s (10x this session's median compile time" in hang.error
 
 @pytest.mark.parametrize("bench_s", [0.5, 3.0])  # the reply comes while draining / the worker is replaced
 def test_an_early_stop_leaves_the_evaluator_usable(evaluator, bench_s):

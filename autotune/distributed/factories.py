@@ -26,6 +26,7 @@ class GPUEvaluatorFactory:
     seed: int = 0
     timing_target_ms: float = 250.0
     slow_factor: float = 3.0
+    compile_timeout_factor: float = 10.0
 
     rebenchmarks: ClassVar[bool] = True
 
@@ -45,7 +46,8 @@ class GPUEvaluatorFactory:
         return GPUEvaluator(self.kernel, self.shape, self.dtype, device_name=self.device_label(),
                             compile_workers=self.compile_workers, compile_timeout_s=self.compile_timeout_s,
                             run_timeout_s=self.run_timeout_s, seed=self.seed,
-                            timing=TimingOptions(target_ms=self.timing_target_ms, slow_factor=self.slow_factor))
+                            timing=TimingOptions(target_ms=self.timing_target_ms, slow_factor=self.slow_factor),
+                            compile_timeout_factor=self.compile_timeout_factor)
 
 
 @dataclass(frozen=True)

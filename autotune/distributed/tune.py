@@ -38,7 +38,8 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
         factory = GPUEvaluatorFactory(
             spec.name, tuple(shape), task.dtype, device_name=task.identity.device, compile_workers=compile_workers,
             compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s, seed=request.seed,
-            timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor)
+            timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
+            compile_timeout_factor=request.compile_timeout_factor)
         try:
             reference = task.default_candidate()
         except InvalidConfig:

@@ -16,7 +16,8 @@ it, and one core is left for the benchmark worker.  (Compiling still runs a laun
 function's own torch operations; two of them zero a few counters, a fill of microseconds:
 see autotune/kernels/compile_only.py.)
 
-Deadlines: `compile_timeout_s` from dispatch until 'compiled', `run_timeout_s` from the grant
+Deadlines: `compile_timeout_s` from dispatch until 'compiled' (tightened to 10x the session's
+median compile time once 16 configs compiled: see compile_deadline.py), `run_timeout_s` from the grant
 until 'ran', `bench_timeout_s` per benchmark; waiting for a grant has none (that wait is
 ours).  A worker that hangs is killed and one that dies is replaced; the config is recorded
 with the matching status and the session goes on.  Results stream: failures at once, the
@@ -30,6 +31,7 @@ import os
 import time
 from typing import Any, Callable, Iterator, Sequence
 
+from autotune.evaluators.compile_deadline import CompileDeadline
 from autotune.evaluators.gpu_generation import Generation, result_from_reply
 from autotune.evaluators.gpu_process import SETTING_UP, Worker, WorkerSetupError
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main
@@ -54,10 +56,10 @@ class GPUEvaluator:
     def __init__(self, kernel: str, shape: tuple[int, ...], dtype: str, *, device_name: str,
                  compile_workers: int | None = None, compile_timeout_s: float = 60.0,
                  run_timeout_s: float = 30.0, bench_timeout_s: float = 60.0, seed: int = 0,
-                 timing: TimingOptions = TimingOptions(), compile_target: Callable = compile_worker_main,
-                 bench_target: Callable = bench_worker_main) -> None:
+                 timing: TimingOptions = TimingOptions(), compile_timeout_factor: float = 10.0,
+                 compile_target: Callable = compile_worker_main, bench_target: Callable = bench_worker_main) -> None:
         self.description = f"measuring on {device_name}"
-        self.compile_timeout_s = compile_timeout_s
+        self.compile_deadline = CompileDeadline(compile_timeout_s, factor=compile_timeout_factor)
         self.run_timeout_s = run_timeout_s
         self.bench_timeout_s = bench_timeout_s
         ctx = multiprocessing.get_context("spawn")
@@ -82,8 +84,13 @@ class GPUEvaluator:
 
     # -- the protocol --------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
-        yield from Generation(self._compilers, self._bench, list(candidates), compile_timeout_s=self.compile_timeout_s,
-                              run_timeout_s=self.run_timeout_s, bench_timeout_s=self.bench_timeout_s).results()
+        compile_s = self.compile_deadline.seconds()
+        generation = Generation(self._compilers, self._bench, list(candidates), compile_timeout_s=compile_s,
+                                run_timeout_s=self.run_timeout_s, bench_timeout_s=self.bench_timeout_s,
+                                compile_timeout_note=self.compile_deadline.describe(compile_s))
+        for result in generation.results():
+            self.compile_deadline.observe(result)
+            yield result
 
     def baselines(self) -> dict[str, Result]:
         """The kernel's library baselines and a device-to-device copy of the input (the bandwidth ceiling)."""

@@ -54,9 +54,11 @@ class Generation:
     """Evaluates one generation's candidates; `results()` yields each result as soon as it is known."""
 
     def __init__(self, compilers: Sequence[Worker], bench: Worker, candidates: Sequence[Candidate], *,
-                 compile_timeout_s: float, run_timeout_s: float, bench_timeout_s: float) -> None:
+                 compile_timeout_s: float, run_timeout_s: float, bench_timeout_s: float,
+                 compile_timeout_note: str = "") -> None:
         self.compilers, self.bench = list(compilers), bench
         self.timeouts = {COMPILE: compile_timeout_s, RUN: run_timeout_s}
+        self.notes = {COMPILE: compile_timeout_note, RUN: ""}  # why the deadline is what it is
         self.bench_timeout_s = bench_timeout_s
         self.pending: deque[Candidate] = deque(candidates)
         self.jobs: dict[int, _Job] = {}  # compile worker index -> its config
@@ -254,7 +256,8 @@ class Generation:
                 self.compilers[index].restart()
                 status = Status.COMPILE_TIMEOUT if job.stage == COMPILE else Status.RUN_TIMEOUT
                 yield Result(key=job.candidate.key, status=status, compile_s=job.compile_s,
-                             error=f"{job.stage} did not finish within {self.timeouts[job.stage]:g} s; worker killed")
+                             error=f"{job.stage} did not finish within {self.timeouts[job.stage]:g} s"
+                                   f"{self.notes[job.stage]}; worker killed")
         job = self.bench_job
         if job is not None and job.deadline <= now:
             self.bench_job = None

@@ -1,0 +1,88 @@
+"""What does tightening the compile limit to 10x the session's median compile time save, and
+what does it lose?
+
+A generation waits for its slowest compile, so each config that runs into the 60 s compile
+limit holds its whole generation.  By default, once 16 configs have compiled, the limit
+becomes 10x their median compile time (at least 10 s, at most `--compile-timeout`;
+`--compile-timeout-factor`).
+
+On a GPU machine this runs two random-search sessions with the same seed (so the same configs,
+in generations of 16 as `autotune tune` does by default) into a database of their own: first
+the default, then the fixed limit (`--compile-timeout-factor inf`).  The fixed-limit session
+runs second, so it finds every config that compiled in the first one in the compiler's on-disk
+cache: the comparison favours it.  The report, from the database alone: per session the wall
+time and compile timeouts, and what the configs that only the tightened limit stopped gave
+when allowed to finish.
+
+    python -m experiments.compile_deadline --db runs/compile_deadline.db            # GPU: both, report
+    python -m experiments.compile_deadline --db runs/compile_deadline.db --report   # the report only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from autotune.types import Status
+from experiments.session_pairs import REPO, random_sessions, run_pair, wall_s
+
+
+def report(db: Path) -> str:
+    sessions, rows = random_sessions(db)
+    tight = next(s for s in sessions if s["options"].get("compile_timeout_factor") not in (None, math.inf))
+    fixed = next(s for s in sessions if s["options"].get("compile_timeout_factor", 0) is None)
+    lines = [f"# Tightening the compile limit: {tight['kernel']} {'x'.join(map(str, tight['shape']))} {tight['dtype']}",
+             "", f"Device: {tight['device']}. Random search, seed {tight['seed']}, the same configs in both sessions "
+             f"(the fixed-limit session second, with the compiler's cache warm).", "",
+             "| session | compile limit | configs | ran correctly | compile timeouts | session wall s | best ms |",
+             "|---|---|---|---|---|---|---|"]
+    for session, label in ((tight, f"10x the median compile time ({_limit(rows[tight['id']])})"), (fixed, "fixed")):
+        own = [r.result for r in rows[session["id"]]]
+        ok = [r for r in own if r.ok]
+        timeouts = sum(r.status is Status.COMPILE_TIMEOUT for r in own)
+        lines.append(f"| {session['id']} | {label} | {len(own)} | {len(ok)} | {timeouts} | {wall_s(session):.0f} | "
+                     f"{min(r.median_ms for r in ok):.4f} |")
+    fixed_results = {r.candidate.key: r.result for r in rows[fixed["id"]]}
+    stopped = [r.candidate.key for r in rows[tight["id"]] if r.result.status is Status.COMPILE_TIMEOUT]
+    finished = [fixed_results[k] for k in stopped if k in fixed_results and fixed_results[k].ok]
+    best = min(r.result.median_ms for r in rows[fixed["id"]] if r.result.ok)
+    lines += ["", f"Configs stopped by a compile timeout in the default session: {len(stopped)}; of those, ran "
+              f"correctly under the fixed limit: {len(finished)}"
+              + (f", compiling in {min(r.compile_s for r in finished):.1f}-{max(r.compile_s for r in finished):.1f} s; "
+                 f"the fastest of them is {min(r.median_ms for r in finished) / best:.2f}x the best config."
+                 if finished else ".")]
+    return "\n".join(lines) + "\n"
+
+
+def _limit(rows: list) -> str:
+    """The tightened limit a timeout names (its error says it), or 'no config reached it'."""
+    for row in rows:
+        if row.result.status is Status.COMPILE_TIMEOUT and "median" in row.result.error:
+            return row.result.error.split("within ")[1].split(" (")[0]
+    return "no config reached it"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", type=Path, required=True, help="a database of this experiment's own")
+    parser.add_argument("--kernel", default="softmax")
+    parser.add_argument("--shape", default="4096x32000")
+    parser.add_argument("--dtype", default="float16")
+    parser.add_argument("--budget", type=int, default=96)
+    parser.add_argument("--seed", type=int, default=31)
+    parser.add_argument("--report", action="store_true", help="only write the report from --db")
+    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports" / "compile_deadline.md")
+    args = parser.parse_args()
+    if not args.report:
+        common = [args.kernel, "--shape", args.shape, "--dtype", args.dtype, "--strategy", "random",
+                  "--budget", str(args.budget), "--seed", str(args.seed)]
+        run_pair(args.db, common, [["--compile-timeout-factor", "10"], ["--compile-timeout-factor", "inf"]])
+    text = report(args.db)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

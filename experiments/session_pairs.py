@@ -1,0 +1,46 @@
+"""Two GPU sessions that differ in one `autotune tune` option, on the same configs: the shared
+part of the experiments that measure what an evaluator option saves (slow_factor, compile_deadline)."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]]) -> None:
+    """One `autotune tune` process per variant, in order, each measuring afresh (--fresh: not
+    answered from what the one before recorded)."""
+    for variant in variants:
+        command = [sys.executable, "-m", "autotune.cli", "tune", *common, "--db", str(db), "--fresh", *variant]
+        print("$", " ".join(command[2:]), flush=True)
+        subprocess.run(command, check=True, cwd=REPO)
+
+
+def random_sessions(db: Path) -> tuple[list[dict[str, Any]], dict[int, list[Any]]]:
+    """The database's random-search sessions, oldest first, and their evaluations (not the final re-timing)."""
+    from autotune.cache import Cache
+
+    cache = Cache.open(db)
+    try:
+        sessions = [s for s in reversed(cache.sessions(limit=1000)) if s["strategy"] == "random"]
+        rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in sessions}
+    finally:
+        cache.close()
+    return sessions, rows
+
+
+def wall_s(session: dict[str, Any]) -> float:
+    return (session["ended"] or session["started"]) - session["started"]
+
+
+def quartiles(values: Sequence[float]) -> str:
+    """'median (first-third quartile)', or '-' for fewer than two values."""
+    if len(values) < 2:
+        return "-"
+    q1, q2, q3 = statistics.quantiles(values, n=4)
+    return f"{q2:.3f} ({q1:.3f}-{q3:.3f})"
