@@ -7,7 +7,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,6 +32,13 @@ def random_sessions(db: Path) -> tuple[list[dict[str, Any]], dict[int, list[Any]
     finally:
         cache.close()
     return sessions, rows
+
+
+def latest(sessions: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The latest session that ran its whole budget, else the latest one."""
+    candidates = list(sessions)
+    finished = [s for s in candidates if s["exit_reason"] == "budget"]
+    return (finished or candidates)[-1]
 
 
 def wall_s(session: dict[str, Any]) -> float:

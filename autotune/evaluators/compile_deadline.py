@@ -42,7 +42,7 @@ class CompileDeadline:
     def seconds(self) -> float:
         if math.isinf(self.factor) or len(self._compiled_s) < self.warmup:
             return self.limit_s
-        return min(self.limit_s, max(self.floor_s, self.factor * statistics.median(self._compiled_s)))
+        return min(self.limit_s, max(self.floor_s, round(self.factor * statistics.median(self._compiled_s), 1)))
 
     def describe(self, seconds: float) -> str:
         """Why the deadline is what it is, for a timed-out config's error message."""
