@@ -161,7 +161,7 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
         if message is None:
             return
         kind, key, payload = message
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             if kind == "copy":  # the bandwidth reference: a device-to-device copy of the input
                 copy = timing.time_gpu(lambda: state.inputs[0].clone(), options)
@@ -176,8 +176,10 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
                 if kind == "config" and reply.get("method") != "estimate" and "median_ms" in reply:
                     fastest_ms = min(reply["median_ms"], fastest_ms or math.inf)
                 if PROFILE_BENCH:
+                    # CPU seconds far under wall seconds: this process waited (the GPU, or cores busy elsewhere)
                     print(f"bench {key}: build {built - started:.3f} s, check+time {time.perf_counter() - built:.3f} s "
-                          f"({reply.get('repetitions')} reps of {reply.get('median_ms')} ms)", file=sys.stderr)
+                          f"({reply.get('repetitions')} reps of {reply.get('median_ms')} ms), this process's CPU "
+                          f"{time.process_time() - cpu_started:.3f} s, load {os.getloadavg()[0]:.1f}", file=sys.stderr)
         except BaseException as error:  # noqa: BLE001
             phase = "compile" if isinstance(error, _BuildError) else "run"
             cause = error.__cause__ if isinstance(error, _BuildError) and error.__cause__ else error
