@@ -22,12 +22,12 @@ when allowed to finish.
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 from autotune.types import Status
-from experiments.session_pairs import REPO, latest, random_sessions, run_pair, wall_s
+from experiments.session_pairs import (latest, pair_parser, random_search, random_sessions, run_pair, wall_s,
+                                      write_report)
 
 
 def report(db: Path) -> str:
@@ -67,28 +67,14 @@ def _limit(rows: list) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, required=True, help="a database of this experiment's own")
-    parser.add_argument("--kernel", default="softmax")
-    parser.add_argument("--shape", default="4096x32000")
-    parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--budget", type=int, default=96)
-    parser.add_argument("--seed", type=int, default=31)
-    parser.add_argument("--report", action="store_true", help="only write the report from --db")
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports" / "compile_deadline.md")
+    parser = pair_parser(__doc__, budget=96, seed=31, report="compile_deadline.md")
     parser.add_argument("--only", choices=("tight", "fixed"), help="run one of the two sessions (e.g. the other "
                         "one on a fresh machine, with a cold compiler cache)")
     args = parser.parse_args()
     if not args.report:
-        common = [args.kernel, "--shape", args.shape, "--dtype", args.dtype, "--strategy", "random",
-                  "--budget", str(args.budget), "--seed", str(args.seed)]
         variants = {"tight": ["--compile-timeout-factor", "10"], "fixed": ["--compile-timeout-factor", "inf"]}
-        run_pair(args.db, common, [v for name, v in variants.items() if args.only in (None, name)])
-    text = report(args.db)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
-
+        run_pair(args.db, random_search(args), [v for name, v in variants.items() if args.only in (None, name)])
+    write_report(report(args.db), args.out)
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@ part of the experiments that measure what an evaluator option saves (slow_factor
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -10,6 +11,33 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pair_parser(doc: str, *, budget: int, seed: int, report: str) -> argparse.ArgumentParser:
+    """The options both experiments take: the database, the kernel and shape, the random
+    search's budget and seed, report-only and where the report goes."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", type=Path, required=True, help="a database of this experiment's own")
+    parser.add_argument("--kernel", default="softmax")
+    parser.add_argument("--shape", default="4096x32000")
+    parser.add_argument("--dtype", default="float16")
+    parser.add_argument("--budget", type=int, default=budget)
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--report", action="store_true", help="only write the report from --db")
+    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports" / report)
+    return parser
+
+
+def random_search(args: argparse.Namespace) -> list[str]:
+    """The `autotune tune` arguments of a pair's random search, from `pair_parser`'s options."""
+    return [args.kernel, "--shape", args.shape, "--dtype", args.dtype, "--strategy", "random",
+            "--budget", str(args.budget), "--seed", str(args.seed)]
+
+
+def write_report(text: str, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(text)
 
 
 def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]]) -> None:

@@ -18,22 +18,13 @@ config lies from its full timing, and whether the fastest configs are the same.
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any
 
-from experiments.session_pairs import REPO, quartiles, random_sessions, run_pair, wall_s
+from experiments.session_pairs import pair_parser, quartiles, random_search, random_sessions, run_pair, wall_s, write_report
 
 ESTIMATE_REPS = 5  # the estimate's runs (TimingOptions.estimate_reps)
-
-
-def run_sessions(db: Path, kernel: str, shape: str, dtype: str, budget: int, seed: int, generation: int,
-                 compile_timeout: float) -> None:
-    """Full timing first, then the default."""
-    common = [kernel, "--shape", shape, "--dtype", dtype, "--strategy", "random", "--budget", str(budget),
-              "--seed", str(seed), "--generation-size", str(generation), "--compile-timeout", str(compile_timeout)]
-    run_pair(db, common, [["--slow-factor", "inf"], ["--slow-factor", "3"]])
 
 
 def report(db: Path) -> str:
@@ -83,27 +74,16 @@ def _paired(full_rows: list[Any], cut_rows: list[Any]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, required=True, help="a database of this experiment's own")
-    parser.add_argument("--kernel", default="softmax")
-    parser.add_argument("--shape", default="4096x32000")
-    parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--budget", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=23)
+    parser = pair_parser(__doc__, budget=128, seed=23, report="slow_factor.md")
     # wide generations and a short compile timeout: a generation waits for its slowest compile
     parser.add_argument("--generation-size", type=int, default=64)
     parser.add_argument("--compile-timeout", type=float, default=20.0)
-    parser.add_argument("--report", action="store_true", help="only write the report from --db")
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports" / "slow_factor.md")
     args = parser.parse_args()
-    if not args.report:
-        run_sessions(args.db, args.kernel, args.shape, args.dtype, args.budget, args.seed, args.generation_size,
-                     args.compile_timeout)
-    text = report(args.db)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
-
+    if not args.report:  # full timing first, then the default
+        common = [*random_search(args), "--generation-size", str(args.generation_size),
+                  "--compile-timeout", str(args.compile_timeout)]
+        run_pair(args.db, common, [["--slow-factor", "inf"], ["--slow-factor", "3"]])
+    write_report(report(args.db), args.out)
 
 if __name__ == "__main__":
     main()

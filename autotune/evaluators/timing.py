@@ -88,7 +88,8 @@ def repetitions(estimate_ms: float, fastest_ms: float | None, options: TimingOpt
 
     Only event-timed kernels are cut short: below `graph_below_ms` an event estimate carries
     the launch cost and could read a fast kernel as slow.  At or above it the launch adds well
-    under 2x, so a config within 1.5x of the fastest is always timed in full.
+    under 2x, so with the default factor of 3 a config within 1.5x of the fastest is always
+    timed in full.
     """
     if fastest_ms is not None and estimate_ms >= options.graph_below_ms and estimate_ms > options.slow_factor * fastest_ms:
         return 0
