@@ -11,9 +11,9 @@ in generations of 16 as `autotune tune` does by default) into a database of thei
 the default, then the fixed limit (`--compile-timeout-factor inf`).  Run second on the same
 machine, the fixed-limit session finds every config that compiled in the first one in the
 compiler's on-disk cache; `--only fixed` on a fresh machine runs it with a cold cache.  The
-report uses the latest finished session of each kind.  The report, from the database alone: per session the wall
-time and compile timeouts, and what the configs that only the tightened limit stopped gave
-when allowed to finish.
+report, from the database alone and its latest finished session of each kind: per session the
+wall time and compile timeouts, and what the configs that only the tightened limit stopped
+gave when allowed to finish.
 
     python -m experiments.compile_deadline --db runs/compile_deadline.db            # GPU: both, report
     python -m experiments.compile_deadline --db runs/compile_deadline.db --only fixed   # GPU: one of them
@@ -75,6 +75,7 @@ def main() -> None:
         variants = {"tight": ["--compile-timeout-factor", "10"], "fixed": ["--compile-timeout-factor", "inf"]}
         run_pair(args.db, random_search(args), [v for name, v in variants.items() if args.only in (None, name)])
     write_report(report(args.db), args.out)
+
 
 if __name__ == "__main__":
     main()

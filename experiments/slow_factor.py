@@ -8,7 +8,8 @@ is over 3x the fastest config timed so far keeps the estimate as its timing (`--
 
 On a GPU machine this runs two random-search sessions with the same seed (so the same configs)
 into a database of their own: one times every config in full (`--slow-factor inf`), one with
-the default.  The report, made from the database alone, compares per session the benchmark
+the default.  The report, made from the database alone (its latest finished session of each
+kind), compares per session the benchmark
 seconds and wall time, and over the configs both ran: how far the estimate of a cut-short
 config lies from its full timing, and whether the fastest configs are the same.
 
@@ -22,21 +23,23 @@ import math
 from pathlib import Path
 from typing import Any
 
-from experiments.session_pairs import pair_parser, quartiles, random_search, random_sessions, run_pair, wall_s, write_report
+from experiments.session_pairs import (latest, pair_parser, quartiles, random_search, random_sessions, run_pair,
+                                      wall_s, write_report)
 
 ESTIMATE_REPS = 5  # the estimate's runs (TimingOptions.estimate_reps)
 
 
 def report(db: Path) -> str:
     sessions, rows = random_sessions(db)
-    full = next(s for s in sessions if s["options"].get("slow_factor", 0) is None)
-    cut = next(s for s in sessions if s["options"].get("slow_factor") not in (None, math.inf))
+    full = latest(s for s in sessions if s["options"].get("slow_factor", 0) is None)
+    cut = latest(s for s in sessions if s["options"].get("slow_factor") not in (None, math.inf))
     lines = [f"# Timing slow configs from their estimate: {full['kernel']} {'x'.join(map(str, full['shape']))} "
-             f"{full['dtype']}", "", f"Device: {full['device']}. Random search, seed {full['seed']}, the same configs in "
-             f"both sessions. Benchmark seconds: the benchmark worker's time per config (load, accuracy check, "
+             f"{full['dtype']}", "", f"Device: {full['device']}. Random search, seed {full['seed']}, the same configs "
+             f"in both sessions. Benchmark seconds: the benchmark worker's time per config (load, accuracy check, "
              f"timing).", "",
              "| session | slow factor | configs | ran correctly | timed from the estimate | benchmark s (sum) | "
-             "benchmark s per config, median (quartiles) | session wall s | best ms |", "|---|---|---|---|---|---|---|---|---|"]
+             "benchmark s per config, median (quartiles) | session wall s | best ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for session in (full, cut):
         own = rows[session["id"]]
         ok = [r.result for r in own if r.result.ok]
@@ -84,6 +87,7 @@ def main() -> None:
                   "--compile-timeout", str(args.compile_timeout)]
         run_pair(args.db, common, [["--slow-factor", "inf"], ["--slow-factor", "3"]])
     write_report(report(args.db), args.out)
+
 
 if __name__ == "__main__":
     main()

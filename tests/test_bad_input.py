@@ -436,7 +436,6 @@ def test_resume_brings_back_the_user_configs(db, tmp_path, capsys):
     assert resumed_request(replace(request, seconds=30.0)).seconds == 30.0  # this call's, when given
 
 
-
 @pytest.mark.parametrize(("given", "stored", "resumed"), [("inf", None, math.inf), ("2", 2.0, 2.0)])
 def test_a_session_keeps_its_factors_through_json_and_resume(db, tmp_path, capsys, given, stored, resumed):
     from autotune.tuning import TuneRequest, resumed_request
@@ -453,6 +452,7 @@ def test_a_session_keeps_its_factors_through_json_and_resume(db, tmp_path, capsy
                           seed=0, generation_size=None, db=db, replay=True, replay_db=tmp_path / "r.db", space=None,
                           fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=1)
     assert resumed_request(request).slow_factor == resumed_request(request).compile_timeout_factor == resumed
+
 
 # -- check-config on configs that fit ------------------------------------------------------------
 def test_check_config_completes_from_the_default_and_shows_the_native_form(db, capsys):

@@ -48,7 +48,8 @@ def test_configs_that_did_not_compile_teach_nothing_and_inf_keeps_the_limit():
     assert never.seconds() == 60.0
 
 
-@pytest.mark.parametrize("bad", [{"limit_s": 0.0}, {"limit_s": 60.0, "factor": 0.0}, {"limit_s": 60.0, "floor_s": -1.0}])
+@pytest.mark.parametrize("bad", [{"limit_s": 0.0}, {"limit_s": 60.0, "factor": 0.0},
+                                 {"limit_s": 60.0, "floor_s": -1.0}])
 def test_a_deadline_without_positive_bounds_is_refused(bad):
     with pytest.raises(ValueError, match="positive"):
         CompileDeadline(**bad)

@@ -24,7 +24,7 @@ class CompilingEvaluator(FakeEvaluator):
         self.limit_s = limit_s
 
     def evaluate(self, candidates):
-        for candidate, result in zip(candidates, super().evaluate(candidates)):
+        for result in super().evaluate(candidates):
             compile_s = 30.0 if result.median_ms > SLOW_COMPILE else 1.0
             if self.limit_s is not None and compile_s > self.limit_s:
                 yield Result(key=result.key, status=Status.COMPILE_TIMEOUT, error=(

@@ -91,7 +91,8 @@ def repetitions(estimate_ms: float, fastest_ms: float | None, options: TimingOpt
     under 2x, so with the default factor of 3 a config within 1.5x of the fastest is always
     timed in full.
     """
-    if fastest_ms is not None and estimate_ms >= options.graph_below_ms and estimate_ms > options.slow_factor * fastest_ms:
+    event_timed = estimate_ms >= options.graph_below_ms
+    if fastest_ms is not None and event_timed and estimate_ms > options.slow_factor * fastest_ms:
         return 0
     return int(min(options.max_reps, max(options.min_reps, options.target_ms / max(estimate_ms, 1e-3))))
 
