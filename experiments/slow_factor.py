@@ -23,10 +23,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from autotune.evaluators.timing import TimingOptions
 from experiments.session_pairs import (latest, pair_parser, quartiles, random_search, random_sessions, run_pair,
                                       wall_s, write_report)
 
-ESTIMATE_REPS = 5  # the estimate's runs (TimingOptions.estimate_reps)
+ESTIMATE_REPS = TimingOptions().estimate_reps  # a config cut short has this many samples
 
 
 def report(db: Path) -> str:

@@ -173,7 +173,7 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
                 built = time.perf_counter()
                 reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options,
                                  fastest_ms if kind == "config" else None)
-                if kind == "config" and reply.get("method") != "estimate" and "median_ms" in reply:
+                if kind == "config" and reply.get("method") != timing.ESTIMATE and "median_ms" in reply:
                     fastest_ms = min(reply["median_ms"], fastest_ms or math.inf)
                 if PROFILE_BENCH:
                     # CPU seconds far under wall seconds: this process waited (the GPU, or cores busy elsewhere)

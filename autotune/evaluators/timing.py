@@ -26,6 +26,7 @@ import torch
 # exp/division approximations (fp16 ulp ~ 9.8e-4, bf16 ulp ~ 7.8e-3).
 TOLERANCE = {torch.float16: 5e-3, torch.bfloat16: 3e-2, torch.float32: 1e-4, torch.float64: 1e-10}
 FLUSH_BYTES = 256 * 1024 * 1024  # 5x the H100's 50 MB L2
+ESTIMATE = "estimate"  # the method of a timing that stopped after the estimate
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def time_gpu(fn: Callable[[], object], options: TimingOptions = TimingOptions(),
     estimate_ms = statistics.median(estimate)
     reps = repetitions(estimate_ms, fastest_ms, options)
     if reps == 0:
-        return Timing(tuple(estimate), "estimate")
+        return Timing(tuple(estimate), ESTIMATE)
     if estimate_ms < options.graph_below_ms:
         return Timing(tuple(_graph_samples(fn, flush, reps)), "graph")
     return Timing(tuple(_event_samples(fn, flush, reps)), "events")
