@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("kernels", help="list the built-in kernels")
 
     tune = commands.add_parser("tune", help="tune a kernel (replays from the database where there is no GPU)")
-    tune.add_argument("kernel", nargs="?")
+    tune.add_argument("kernel", nargs="?", help="a built-in kernel's name, or your own: path/to/file.py:NAME")
     tune.add_argument("--shape", help="e.g. 4096x32000")
     tune.add_argument("--dtype", default="float16")
     tune.add_argument("--strategy", default="random")
@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--replay-db", default="replays.db", help="where replay sessions are recorded")
     tune.add_argument("--space", default=None, help="replay: fingerprint (or prefix) of the recorded space to use")
     tune.add_argument("--fresh", action="store_true", help="measure again even configs already recorded")
+    tune.add_argument("--interpret", action="store_true",
+                      help="run every config on the CPU through the Triton interpreter: checks accuracy, not speed")
     tune.add_argument("--compile-workers", type=_positive_int, default=None)
     tune.add_argument("--compile-timeout", type=_positive_float, default=60.0,
                       help="seconds a config may compile; once 16 configs compiled, the limit tightens to "
@@ -100,14 +102,21 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a config whose first estimate is over this many times the fastest timed so far "
                            "keeps the estimate (5 runs) as its timing; inf times every config in full")
 
-    for name, text in (("sessions", "list recorded sessions"), ("show", "a session's timeline and best"),
-                       ("export", "a session's best config as code or JSON")):
+    for name, text in (("sessions", "list recorded sessions"),
+                       ("show", "a session's timeline and best, or a kernel's best config at every recorded shape"),
+                       ("export", "a session's best config, or a kernel's best configs by shape, as code or JSON")):
         sub = commands.add_parser(name, help=text)
         if name != "sessions":
-            sub.add_argument("session", type=_positive_int)
+            sub.add_argument("session", metavar="SESSION_OR_KERNEL",
+                             help="a session id, or a kernel (a built-in name or path/to/file.py:NAME)")
         sub.add_argument("--db", default="cache.db")
         if name == "export":
-            sub.add_argument("--format", choices=("python", "json"), default="python")
+            sub.add_argument("--format", choices=("python", "json", "helion-aot"), default="python",
+                             help="for a kernel: json (autotune.configured(table=...)), python (a module with "
+                                  "config_for(shape, dtype)) or helion-aot (the heuristic @helion.aot_kernel reads)")
+            sub.add_argument("--out", default=None, help="for a kernel: write here instead of standard output")
+        if name != "sessions":
+            sub.add_argument("--device", default=None, help="for a kernel: only data measured on this GPU")
         if name == "sessions":
             sub.add_argument("--limit", type=_positive_int, default=50)
             sub.add_argument("--wide", action="store_true",
@@ -152,8 +161,12 @@ def cmd_kernels(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_tune(args: argparse.Namespace, console: Console) -> int:
+    import os
+
     from autotune.tuning import TuneRequest, run_tune
 
+    if args.interpret:  # Triton decides at @triton.jit time, so before the kernel's file is loaded
+        os.environ["TRITON_INTERPRET"] = "1"
     request = TuneRequest(
         kernel=args.kernel, shape=args.shape, dtype=args.dtype, strategy=args.strategy, budget=args.budget,
         seconds=args.seconds, seed=args.seed, generation_size=args.generation_size, db=Path(args.db),
@@ -163,7 +176,7 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
         configs=tuple(args.config),
         timing_target_ms=args.timing_ms, slow_factor=args.slow_factor,
-        compile_timeout_factor=args.compile_timeout_factor, workers=args.workers,
+        compile_timeout_factor=args.compile_timeout_factor, workers=args.workers, interpret=args.interpret,
     )
     run_tune(request, console)
     return 0
@@ -202,16 +215,28 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _session_or_fail(cache: Cache, session_id: int) -> dict[str, Any]:
-    session = cache.session(session_id)
+def _session_or_fail(cache: Cache, session_id: int | str) -> dict[str, Any]:
+    session = cache.session(int(session_id))
     if session is None:
         raise UserError(f"no session {session_id} in {cache.path}")
     return session
 
 
+def _is_session(text: str) -> bool:
+    if text.isascii() and text.isdigit():
+        if int(text) <= 0:
+            raise UserError(f"session ids are positive, got {text}")
+        return True
+    return False
+
+
 def cmd_show(args: argparse.Namespace, console: Console) -> int:
     from autotune.history import print_session
 
+    if not _is_session(args.session):
+        from autotune.commands.kernel_table import show_kernel
+
+        return show_kernel(args, console)
     cache = _open_existing(args.db)
     print_session(cache, _session_or_fail(cache, args.session), console)
     return 0
@@ -221,6 +246,12 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     from autotune.export import export_config
     from autotune.history import session_best
 
+    if not _is_session(args.session):
+        from autotune.commands.kernel_table import export_kernel
+
+        return export_kernel(args, console)
+    if args.format == "helion-aot" or args.out:
+        raise UserError("--format helion-aot and --out are for a kernel's configs at every shape, not a session")
     cache = _open_existing(args.db)
     session = _session_or_fail(cache, args.session)
     best = session_best(cache, session["id"])

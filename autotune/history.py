@@ -92,10 +92,13 @@ def print_session(cache: Cache, session: dict[str, Any], console: Console) -> No
 
 
 def _bytes_moved(session: dict[str, Any]) -> int | None:
-    from autotune.kernels import DTYPES, UnknownKernel, get_kernel
+    """Bytes a call moves, when the session's kernel can be found here and says."""
+    from autotune.errors import UserError
+    from autotune.kernel_loader import resolve_kernel
+    from autotune.kernels import DTYPES
 
     try:
-        spec = get_kernel(session["kernel"])
-    except UnknownKernel:
+        spec = resolve_kernel(session["options"].get("kernel_locator") or session["kernel"])
+    except UserError:
         return None
-    return spec.bytes_moved(tuple(session["shape"]), DTYPES[session["dtype"]])
+    return spec.bytes_for(tuple(session["shape"]), DTYPES[session["dtype"]])

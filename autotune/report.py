@@ -13,8 +13,8 @@ from autotune.task import TuningTask
 from autotune.types import Candidate, Result
 
 
-def gbps(bytes_moved: int, ms: float | None) -> float | None:
-    return bytes_moved / (ms * 1e-3) / 1e9 if ms else None
+def gbps(bytes_moved: int | None, ms: float | None) -> float | None:
+    return bytes_moved / (ms * 1e-3) / 1e9 if ms and bytes_moved else None
 
 
 def timeline_line(summary: GenerationSummary) -> str:

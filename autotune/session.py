@@ -68,6 +68,7 @@ class SessionOutcome:
     wall_s: float = 0.0
     seeds: dict[str, tuple[Candidate, Result]] = field(default_factory=dict)  # best of each seed origin
     rebenchmarked: dict[str, Result] = field(default_factory=dict)  # final interleaved re-timings by key
+    task: Any = None  # the TuningTask the session ran on
 
 
 class Reporter(Protocol):
@@ -166,6 +167,7 @@ class Session:
             session_id=self.session_id, exit_reason=exit_reason, evaluations=self.evaluations, best=self.best,
             default=default, baselines=baselines, status_counts=self.counts, generations=self.generations,
             wall_s=time.monotonic() - self.started, seeds=self._best_by_origin(), rebenchmarked=rebenchmarked,
+            task=task,
         )
 
     def _best_by_origin(self) -> dict[str, tuple[Candidate, Result]]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from autotune.kernels.registry import KernelSpec, Shape, dtype_name
+from autotune.kernel import Kernel
+from autotune.kernels.registry import Shape, dtype_name
 from autotune.types import Candidate
 from search_spaces.codec import Codec, DeclaredCodec, RecordedCodec
 from search_spaces.fingerprint import SpaceIdentity, source_hash
@@ -18,7 +19,7 @@ from search_spaces.space import SearchSpace, config_key
 
 @dataclass
 class TuningTask:
-    spec: KernelSpec
+    spec: Kernel
     shape: Shape
     dtype: str
     space: SearchSpace
@@ -42,17 +43,18 @@ class TuningTask:
     def default_candidate(self) -> Candidate:
         return self.candidate(self.space.default)
 
-    def bytes_moved(self) -> int:
+    def bytes_moved(self) -> int | None:
+        """Bytes one call must move, when the kernel says (for GB/s)."""
         from autotune.kernels.registry import DTYPES
 
-        return self.spec.bytes_moved(self.shape, DTYPES[self.dtype])
+        return self.spec.bytes_for(self.shape, DTYPES[self.dtype])
 
 
 def signature(shape: Shape, dtype: str) -> dict[str, Any]:
     return {"shape": list(shape), "dtype": dtype}
 
 
-def bind_live(spec: KernelSpec, shape: Shape, dtype: Any, device: str, seed: int = 0) -> TuningTask:
+def bind_live(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0) -> TuningTask:
     """Bind the kernel to real inputs and read its space (Helion) or declaration (Triton)."""
     name = dtype_name(dtype)
     if spec.family == "helion":
@@ -69,7 +71,7 @@ def bind_live(spec: KernelSpec, shape: Shape, dtype: Any, device: str, seed: int
     return TuningTask(spec=spec, shape=shape, dtype=name, space=space, codec=codec, identity=identity, bound=bound)
 
 
-def bind_recorded(spec: KernelSpec, record: Any, aliases: Mapping[str, Any]) -> TuningTask:
+def bind_recorded(spec: Kernel, record: Any, aliases: Mapping[str, Any]) -> TuningTask:
     """A task over a recorded space (a `cache.SpaceRecord`), for replay on any machine."""
     space = record.space
     codec: Codec = DeclaredCodec(space) if space.family == "triton" else RecordedCodec(space, aliases)

@@ -22,7 +22,7 @@ from search_spaces.space import canonical_json
 
 @dataclass(frozen=True)
 class TuneRequest:
-    kernel: str
+    kernel: Any  # an autotune.Kernel, or its locator: a built-in name, FILE.py:NAME or module:NAME
     shape: str
     dtype: str
     strategy: str
@@ -51,6 +51,7 @@ class TuneRequest:
     # so reports find their sessions in the database alone).
     experiment: tuple[tuple[str, Any], ...] = ()
     workers: str | None = None  # --workers: spread evaluation over a Dask cluster (local-gpus, local:N, address)
+    interpret: bool = False  # run configs on the CPU through the Triton interpreter (correctness, not speed)
 
 
 def gpu_available() -> bool:
@@ -85,7 +86,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         raise UserError(f"session {request.resume} already finished ({session['exit_reason']}); nothing to resume")
     options = session["options"]
     return replace(
-        request, kernel=session["kernel"], shape="x".join(map(str, session["shape"])), dtype=session["dtype"],
+        request, kernel=options.get("kernel_locator") or session["kernel"], shape="x".join(map(str, session["shape"])), dtype=session["dtype"],
         strategy=session["strategy"], seed=session["seed"], budget=session["budget"],
         seconds=request.seconds if request.seconds is not None else session["seconds"],
         generation_size=options.get("generation_size"), fresh=options.get("fresh", False),
@@ -111,7 +112,9 @@ def _storable(factor: float) -> float | None:
 
 
 def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
-    from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
+    from autotune.kernel import Kernel
+    from autotune.kernel_loader import resolve_kernel
+    from autotune.kernels import parse_dtype, parse_shape
     from autotune.seeds import collect_seeds, heuristic_provenance, parse_sources, read_configs, user_seeds
     from autotune.strategies import UnknownStrategy, get_strategy
 
@@ -127,10 +130,10 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     except ValueError as error:
         raise UserError(str(error)) from None
     configs = read_configs(request.configs)
+    spec = request.kernel if isinstance(request.kernel, Kernel) else resolve_kernel(request.kernel)
     try:
-        spec = get_kernel(request.kernel)
         strategy_cls = get_strategy(request.strategy)
-    except (UnknownKernel, UnknownStrategy) as error:
+    except UnknownStrategy as error:
         raise UserError(error.args[0]) from None
     try:
         shape = parse_shape(request.shape, spec.rank)
@@ -143,7 +146,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
                         "raise --budget or give fewer configs")
     settings = SessionSettings(
         strategy=request.strategy, seed=request.seed, budget=budget, seconds=request.seconds, fresh=request.fresh,
-        generation_size=request.generation_size, mode="replay" if request.replay or not gpu_available() else "gpu",
+        generation_size=request.generation_size, mode=_mode(request),
     )
     if request.workers is not None:
         _check_workers(request, settings)
@@ -152,6 +155,8 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     started = time.perf_counter()
     if settings.mode == "replay":
         task, cache, make_evaluator, journal_path = _replay_parts(request, spec, shape, console)
+    elif settings.mode == "interpret":
+        task, cache, make_evaluator, journal_path = _interpreter_parts(request, spec, shape, dtype, console)
     else:
         task, cache, make_evaluator, journal_path = _gpu_parts(request, spec, shape, dtype, console)
     bound = time.perf_counter()
@@ -161,7 +166,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     from autotune.report import RichReporter, print_outcome
 
     seeded = time.perf_counter()
-    evaluator = make_evaluator()
+    evaluator = _start(make_evaluator)
     # Where a session's start-up goes (binding the kernel here; starting and binding the
     # evaluator's workers), so it can be seen and cut.
     set_up = {"bind_s": round(bound - started, 2), "strategy_and_seeds_s": round(seeded - bound, 2),
@@ -173,7 +178,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     try:
         journal = Cache.open(journal_path, create=True)
         cache = cache or journal
-        options = {"db": str(request.db), "seed_from": request.seed_from, "grid": list(request.grid),
+        options = {"db": str(request.db), "kernel_locator": spec.locator, "seed_from": request.seed_from, "grid": list(request.grid),
                    "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
                    **heuristic_provenance(task, sources),
                    "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
@@ -197,6 +202,28 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         if not_recorded:
             console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
     return outcome
+
+
+def _mode(request: TuneRequest) -> str:
+    """Where results come from: the GPU, the recorded data, or the Triton interpreter on the CPU."""
+    if request.interpret:
+        if request.replay:
+            raise UserError("--interpret and --replay exclude each other")
+        return "interpret"
+    return "replay" if request.replay or not gpu_available() else "gpu"
+
+
+def _start(make_evaluator: Any) -> Any:
+    """Start the evaluator; a kernel that cannot be set up at all (its inputs cannot be built, its
+    reference disagrees with its default config) is the user's to fix: one line."""
+    from autotune.evaluators.gpu_process import WorkerSetupError
+    from autotune.kernel import KernelError
+
+    try:
+        return make_evaluator()
+    except (WorkerSetupError, KernelError) as error:
+        text = str(error).split("\n")[0].replace("bench could not set up: ", "")
+        raise UserError(text) from None
 
 
 def _check_workers(request: TuneRequest, settings: SessionSettings) -> None:
@@ -243,11 +270,27 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
             from autotune.distributed.tune import distributed_gpu_evaluator
 
             return distributed_gpu_evaluator(request, spec, shape, task, console)
-        return GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
+        return GPUEvaluator(spec, shape, task.dtype, device_name=task.identity.device,
                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
                             run_timeout_s=request.run_timeout_s, seed=request.seed,
                             timing=TimingOptions(target_ms=request.timing_target_ms, slow_factor=request.slow_factor),
                             compile_timeout_factor=request.compile_timeout_factor)
+
+    return task, cache, make_evaluator, request.db
+
+
+def _interpreter_parts(request: TuneRequest, spec, shape, dtype, console: Console):
+    """Configs run on the CPU through the Triton interpreter: every config's accuracy is real,
+    its time is not (interpreter seconds); such sessions are never used to pick configs."""
+    from autotune.evaluators.interpreter import InterpreterEvaluator
+
+    task = bind_live(spec, shape, dtype, "cpu", seed=request.seed)
+    console.print(f"INTERPRETER: running {spec.name} on the CPU through the Triton interpreter (accuracy is "
+                  f"checked; times are not GPU times); recording into {request.db}")
+    cache = Cache.open(request.db) if request.db.exists() else None
+
+    def make_evaluator() -> Any:
+        return InterpreterEvaluator(spec, shape, dtype, seed=request.seed)
 
     return task, cache, make_evaluator, request.db
 

@@ -33,18 +33,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
+    from autotune.commands import kernel_task_inputs
     from autotune.seeds import read_configs, user_seeds
 
     if args.space and not args.db:
         raise UserError("--space needs --db (it names a space recorded in that database)")
     configs = read_configs(args.config)  # unreadable input fails before any kernel is bound
-    try:
-        spec = get_kernel(args.kernel)
-        shape = parse_shape(args.shape, spec.rank)
-        dtype = parse_dtype(args.dtype, spec.dtypes)
-    except (UnknownKernel, ValueError) as error:
-        raise UserError(error.args[0]) from None
+    spec, shape, dtype = kernel_task_inputs(args)
     task, where = _recorded_task(spec, shape, args) if args.db else _live_task(spec, shape, dtype)
     checked = []
     for (label, raw), (_, point) in zip(configs, user_seeds(task, configs)):

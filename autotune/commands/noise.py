@@ -69,9 +69,13 @@ def _label(record: SpaceRecord) -> str:
 
 def choose_space(cache: Cache, kernel: str, shape: tuple[int, ...], dtype: str, wanted: str | None) -> SpaceRecord:
     """The recorded space to analyse: the one with most data, or the one whose fingerprint starts
-    with `wanted`; any source version counts, since old measurements are still measurements."""
+    with `wanted`; any source version of a built-in counts, since old measurements are still
+    measurements (a kernel given as FILE.py:NAME: only its present source)."""
+    from autotune.commands import recorded_kernel
+
+    kernel, source = recorded_kernel(kernel)
     label = f"{kernel} at {'x'.join(map(str, shape))} {dtype}"
-    recorded = cache.find_spaces(kernel)
+    recorded = [r for r in cache.find_spaces(kernel) if source is None or r.source_hash == source]
     if not recorded:
         _unknown_kernel(cache, kernel)
     listing = ", ".join(f"{'x'.join(map(str, r.shape))} {r.dtype} [{r.fingerprint[:12]}, {r.evaluations} measured rows]"
@@ -89,13 +93,13 @@ def choose_space(cache: Cache, kernel: str, shape: tuple[int, ...], dtype: str, 
 
 
 def _unknown_kernel(cache: Cache, kernel: str) -> None:
-    from autotune.kernels import UnknownKernel, get_kernel
+    from autotune.kernel_loader import KernelNotFound, resolve_kernel
 
     kernels = sorted({s["kernel"] for s in cache.sessions(limit=10**9)})
     recorded = f"recorded in {cache.path}: {', '.join(kernels) or 'nothing'}"
     try:
-        get_kernel(kernel)
-    except UnknownKernel as error:
+        resolve_kernel(kernel)
+    except KernelNotFound as error:
         raise UserError(f"{error.args[0]}; {recorded}") from None
     raise UserError(f"no recorded measurements for {kernel} in {cache.path} ({recorded})")
 

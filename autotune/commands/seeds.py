@@ -28,16 +28,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
+    from autotune.commands import kernel_task_inputs
     from autotune.task import bind_live
     from heuristics import analyse, registered_rules
 
-    try:
-        spec = get_kernel(args.kernel)
-        shape = parse_shape(args.shape, spec.rank)
-        dtype = parse_dtype(args.dtype, spec.dtypes)
-    except (UnknownKernel, ValueError) as error:
-        raise UserError(error.args[0]) from None
+    spec, shape, dtype = kernel_task_inputs(args)
     task = bind_live(spec, shape, dtype, "cpu")
     analysis = analyse(task)
     if args.format == "json":

@@ -113,7 +113,11 @@ def _choose_space(cache: Cache, args: argparse.Namespace) -> SpaceRecord:
             shape = parse_shape(args.shape)
         except ValueError as error:
             raise UserError(str(error)) from None
-    records = [r for r in cache.find_spaces(args.kernel, shape, args.dtype) if r.evaluations > 0]
+    from autotune.commands import recorded_kernel
+
+    name, source = recorded_kernel(args.kernel)
+    records = [r for r in cache.find_spaces(name, shape, args.dtype)
+               if r.evaluations > 0 and (source is None or r.source_hash == source)]
     if not records:
         what = f"{args.kernel}" + (f" at {args.shape}" if args.shape else "") + (f" {args.dtype}" if args.dtype else "")
         raise UserError(f"no recorded measurements for {what} in {cache.path} (autotune sessions lists what is there)")

@@ -53,7 +53,7 @@ def default_compile_workers(cores: int | None = None) -> int:
 class GPUEvaluator:
     """Evaluates configs of one task on the local GPU (see the module docstring)."""
 
-    def __init__(self, kernel: str, shape: tuple[int, ...], dtype: str, *, device_name: str,
+    def __init__(self, kernel: Any, shape: tuple[int, ...], dtype: str, *, device_name: str,
                  compile_workers: int | None = None, compile_timeout_s: float = 60.0,
                  run_timeout_s: float = 30.0, bench_timeout_s: float = 60.0, seed: int = 0,
                  timing: TimingOptions = TimingOptions(), compile_timeout_factor: float = 10.0,
@@ -62,8 +62,14 @@ class GPUEvaluator:
         self.compile_deadline = CompileDeadline(compile_timeout_s, factor=compile_timeout_factor)
         self.run_timeout_s = run_timeout_s
         self.bench_timeout_s = bench_timeout_s
+        from autotune.kernel_loader import hooks_payload, locator_of, resolve_kernel
+
+        # `kernel`: an autotune.Kernel or its locator; the workers find it by locator.
+        kernel = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
+        self._baseline_names = list(kernel.baselines)
         ctx = multiprocessing.get_context("spawn")
-        init = WorkerInit(kernel=kernel, shape=tuple(shape), dtype=dtype, seed=seed, timing=timing)
+        init = WorkerInit(kernel=locator_of(kernel), shape=tuple(shape), dtype=dtype, seed=seed, timing=timing,
+                          hooks=hooks_payload(kernel))
         count = compile_workers or default_compile_workers()
         # The targets are parameters so tests can drive this orchestration with fake workers.
         self._compilers = [Worker(ctx, compile_target, init, f"compile-{i}", gated=True) for i in range(count)]
@@ -94,9 +100,7 @@ class GPUEvaluator:
 
     def baselines(self) -> dict[str, Result]:
         """The kernel's library baselines and a device-to-device copy of the input (the bandwidth ceiling)."""
-        from autotune.kernels.registry import get_kernel
-
-        names = list(get_kernel(self._bench._init.kernel).baselines)
+        names = self._baseline_names
         results = {name: self._bench_one(("baseline", name, name), None, timeout_s=BASELINE_TIMEOUT_S) for name in names}
         results[COPY_BASELINE] = self._bench_one(("copy", COPY_BASELINE, None), None)
         return results

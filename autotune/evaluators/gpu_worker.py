@@ -29,11 +29,31 @@ PROFILE_BENCH = os.environ.get("AUTOTUNE_PROFILE_BENCH") == "1"
 
 @dataclass(frozen=True)
 class WorkerInit:
-    kernel: str
+    kernel: str  # the kernel's locator: a built-in name, FILE.py:NAME or module:NAME
     shape: tuple[int, ...]
     dtype: str
     seed: int
     timing: Any = None  # TimingOptions, for the benchmark worker
+    hooks: bytes | None = None  # pickled hook overrides (reference=, baselines= given to autotune.tune)
+
+
+def kernel_for(init: WorkerInit) -> Any:
+    """The kernel a worker measures: found by its locator, with the caller's hook overrides."""
+    import pickle
+
+    from autotune.kernel_loader import resolve_kernel
+
+    kernel = resolve_kernel(init.kernel)
+    return kernel.with_hooks(**pickle.loads(init.hooks)) if init.hooks else kernel
+
+
+def default_native(spec: Any, bound: Any, shape: tuple[int, ...], dtype: Any) -> dict[str, Any]:
+    """The config a kernel runs untuned: Helion's default config, or the declared space's default."""
+    if spec.family == "helion":
+        from search_spaces.helion_space import to_native
+
+        return to_native(bound.config_spec.default_config())
+    return dict(spec.triton_space(shape, dtype).default)
 
 
 def build_runner(spec: Any, bound: Any, native: dict[str, Any]) -> Callable[[tuple], Any]:
@@ -47,26 +67,29 @@ def build_runner(spec: Any, bound: Any, native: dict[str, Any]) -> Callable[[tup
 
 
 class _State:
-    def __init__(self, init: WorkerInit) -> None:
+    def __init__(self, init: WorkerInit, device: str = "cuda") -> None:
         import torch
 
-        from autotune.kernels.registry import DTYPES, get_kernel
+        from autotune.kernels.registry import DTYPES
 
         self.torch = torch
-        self.spec = get_kernel(init.kernel)
+        self.spec = kernel_for(init)
         self.dtype = DTYPES[init.dtype]
-        self.inputs = self.spec.make_inputs(tuple(init.shape), self.dtype, "cuda", init.seed)
+        self.shape = tuple(init.shape)
+        self.device = device
+        self.inputs = self.spec.make_inputs(self.shape, self.dtype, device, init.seed)
+        self.reference: Any = None
         self.bound = self.spec.helion_kernel.bind(self.inputs) if self.spec.family == "helion" else None
 
 
-def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False) -> _State | None:
-    """Bind the kernel and make the inputs; None when that failed (reported) or the parent
-    stopped us.  A gated worker imports first, says 'booted' and waits for ("setup",)."""
+def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False,
+           then: Callable[[_State], Any] | None = None) -> _State | None:
+    """Bind the kernel and make the inputs (and run `then` on them); None when that failed
+    (reported) or the parent stopped us.  A gated worker imports first, says 'booted' and
+    waits for ("setup",)."""
     try:
         if gated:
-            from autotune.kernels.registry import get_kernel
-
-            get_kernel(init.kernel)  # the imports: CPU work, done before the GPU is granted
+            kernel_for(init)  # the imports: CPU work, done before the GPU is granted
     except BaseException as error:  # noqa: BLE001 - reported to the parent, which decides
         conn.send(("setup_failed", short_error(error, 2000) + "\n" + traceback.format_exc()[-2000:]))
         return None
@@ -76,11 +99,61 @@ def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False) -> _State
             return None
     try:
         state = _State(init)
+        if then is not None:
+            then(state)
+    except ReferenceMismatch as error:  # the user's reference: one line, no traceback
+        conn.send(("setup_failed", str(error)))
+        return None
     except BaseException as error:  # noqa: BLE001
         conn.send(("setup_failed", short_error(error, 2000) + "\n" + traceback.format_exc()[-2000:]))
         return None
     conn.send(("ready",))
     return state
+
+
+class ReferenceMismatch(Exception):
+    """The reference and the kernel's default config disagree: the reference (or the kernel)
+    is wrong, and no config could pass the accuracy check."""
+
+
+def prepare_reference(state: _State) -> None:
+    """The trusted output for the accuracy check, and its agreement with the default config.
+
+    A Triton kernel without a reference is checked against its default config's output.  A
+    given (or eager Helion) reference that the default config disagrees with stops the set-up:
+    either the reference or the kernel is wrong, and every config would be marked wrong."""
+    from autotune.evaluators import timing
+
+    torch = state.torch
+    inputs64 = tuple(x.to(torch.float64) if _is_float_tensor(x) else x for x in state.inputs)
+    reference = state.spec.reference_output(inputs64)
+    del inputs64
+    default = default_native(state.spec, state.bound, state.shape, state.dtype)
+    try:
+        out = build_runner(state.spec, state.bound, default)(state.inputs)
+        if state.device == "cuda":
+            torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - a default config that does not run is a result, not a set-up failure
+        out = None
+    if reference is None:
+        if out is None:
+            raise RuntimeError(f"{state.spec.name} has no reference and its default config does not run: give "
+                               "reference=")
+        state.reference = timing.to_float64(out)
+        return
+    state.reference = reference
+    if out is not None:
+        error = timing.relative_error(out, reference)
+        tolerance = timing.tolerance_for(state.dtype)
+        if not error <= tolerance:
+            raise ReferenceMismatch(
+                f"the reference disagrees with {state.spec.name} at its default config {default} (relative error "
+                f"{error:.3g}, tolerance {tolerance:g}): check the reference (it is called with the inputs in "
+                "float64) or the kernel")
+
+
+def _is_float_tensor(x: Any) -> bool:
+    return hasattr(x, "is_floating_point") and x.is_floating_point()
 
 
 def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
@@ -146,13 +219,13 @@ def _smoke_run(conn: Connection, state: _State, key: str, native: dict[str, Any]
 def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
     """Requests: ("config", key, native), ("baseline", name, name), ("copy", key, None),
     ("rebench", key, [(key, native), ...]).  One reply (a dict) per request."""
-    state = _setup(conn, init)
+    state = _setup(conn, init, then=prepare_reference)
     if state is None:
         return
     from autotune.evaluators import timing
 
     torch = state.torch
-    reference = state.spec.reference(tuple(x.to(torch.float64) if x.is_floating_point() else x for x in state.inputs))
+    reference = state.reference
     tolerance = timing.tolerance_for(state.dtype)
     options = init.timing or timing.TimingOptions()
     fastest_ms: float | None = None  # of the configs timed here: clearly slower ones stop at the estimate
@@ -200,8 +273,7 @@ class _BuildError(Exception):
 def _runner_for(state: _State, kind: str, payload: Any) -> Callable[[tuple], Any]:
     try:
         if kind == "baseline":
-            fn = state.spec.baselines[payload]
-            return lambda inputs: fn(inputs)
+            return state.spec.baselines[payload]
         return build_runner(state.spec, state.bound, payload)
     except BaseException as error:  # noqa: BLE001
         raise _BuildError(str(error)) from error

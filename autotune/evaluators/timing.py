@@ -50,9 +50,14 @@ class Timing:
         return statistics.median(self.samples_ms)
 
 
-def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    """||out - ref|| / ||ref|| in fp64; infinity when anything is NaN/inf or shapes differ."""
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
+def relative_error(out: object, ref: object) -> float:
+    """||out - ref|| / ||ref|| in fp64; infinity when anything is NaN/inf or shapes differ.
+    Kernels returning several tensors (a tuple or list) are judged by their worst output."""
+    if isinstance(ref, (tuple, list)):
+        if not isinstance(out, (tuple, list)) or len(out) != len(ref) or not ref:
+            return math.inf
+        return max(relative_error(o, r) for o, r in zip(out, ref))
+    if not isinstance(out, torch.Tensor) or not isinstance(ref, torch.Tensor) or out.shape != ref.shape:
         return math.inf
     out64 = out.detach().to(torch.float64)
     if not bool(torch.isfinite(out64).all()):
@@ -60,6 +65,13 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     denominator = float(torch.linalg.vector_norm(ref))
     numerator = float(torch.linalg.vector_norm(out64 - ref))
     return numerator / denominator if denominator else numerator
+
+
+def to_float64(out: object) -> object:
+    """A kernel's output (a tensor, or a tuple or list of them) as float64 copies."""
+    if isinstance(out, (tuple, list)):
+        return type(out)(to_float64(o) for o in out)
+    return out.detach().to(torch.float64) if isinstance(out, torch.Tensor) else out
 
 
 def tolerance_for(dtype: torch.dtype) -> float:
@@ -76,12 +88,14 @@ def run_poisoned(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, bool]:
     """
     probe = fn()
     torch.cuda.synchronize()
-    poison = torch.full_like(probe, float("nan")) if probe.is_floating_point() else torch.full_like(probe, -1)
-    address = poison.data_ptr()
-    del probe, poison
+    probes = list(probe) if isinstance(probe, (tuple, list)) else [probe]
+    poison = [torch.full_like(p, float("nan")) if p.is_floating_point() else torch.full_like(p, -1) for p in probes]
+    addresses = [p.data_ptr() for p in poison]
+    del probe, probes, poison
     out = fn()
     torch.cuda.synchronize()
-    return out, out.data_ptr() == address
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return out, [o.data_ptr() for o in outs] == addresses
 
 
 def repetitions(estimate_ms: float, fastest_ms: float | None, options: TimingOptions) -> int:

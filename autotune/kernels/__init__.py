@@ -2,7 +2,7 @@
 
 from autotune.kernels.registry import (
     DTYPES,
-    KernelSpec,
+    Kernel,
     UnknownKernel,
     all_kernels,
     dtype_name,
@@ -12,5 +12,5 @@ from autotune.kernels.registry import (
     register,
 )
 
-__all__ = ["DTYPES", "KernelSpec", "UnknownKernel", "all_kernels", "dtype_name", "get_kernel",
+__all__ = ["DTYPES", "Kernel", "UnknownKernel", "all_kernels", "dtype_name", "get_kernel",
            "parse_dtype", "parse_shape", "register"]

@@ -7,7 +7,7 @@ evaluator grants the GPU (see autotune/evaluators/gpu.py).
 * Helion: the generated host function takes a `_launcher=` keyword; `compile_only_launcher`
   hands each of its kernels to Triton with `warmup=True` (compile, do not launch).
 * Hand-written Triton: a kernel module's `launch` function calls `kernel[grid](...)`.  Those
-  functions are part of the kernel's fingerprinted source (`KernelSpec.source_objects`), so
+  functions are part of the kernel's fingerprinted source (`Kernel.source_objects`), so
   rather than give them a compile-only flag (a new source hash, which would mark every
   earlier measurement of those kernels as stale), `triton_launches_compile_only()` makes
   every Triton launch in this process compile-only while it is active.

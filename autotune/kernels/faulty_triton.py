@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune.kernels.registry import Inputs, KernelSpec, Shape, register
+from autotune.kernels.registry import Inputs, Kernel, Shape, register
 from autotune.types import Status
 from search_spaces.parameters import Choice, Ordinal
 from search_spaces.space import SearchSpace
@@ -126,13 +126,11 @@ def make_inputs(shape: Shape, dtype: torch.dtype, device: str, seed: int) -> Inp
     return (torch.randn(shape, generator=generator, dtype=torch.float32, device=device).to(dtype),)
 
 
-def reference(inputs: Inputs) -> torch.Tensor:
-    (x,) = inputs
+def reference(x: torch.Tensor) -> torch.Tensor:
     return x.double() * 2.0
 
 
-def torch_double(inputs: Inputs) -> torch.Tensor:
-    (x,) = inputs
+def torch_double(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
@@ -150,18 +148,17 @@ def flops(shape: Shape) -> int:
     return numel
 
 
-register(KernelSpec(
+register(Kernel(
+    launch,
     name=KERNEL_NAME,
-    family="triton",
     description="a deliberately broken kernel for testing fault handling (y = 2x unless `fault` says otherwise)",
     rank=2,
-    make_inputs=make_inputs,
+    inputs=make_inputs,
     reference=reference,
     baselines={"torch": torch_double},
     bytes_moved=bytes_moved,
     flops=flops,
-    triton_space=triton_space,
-    triton_launch=launch,
-    source_objects=(faulty_kernel, launch),
+    space=triton_space,
+    sources=(faulty_kernel, launch),
     dtypes=("float32",),
 ))

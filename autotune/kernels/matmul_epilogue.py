@@ -22,7 +22,7 @@ import helion
 import helion.language as hl
 import torch
 
-from autotune.kernels.registry import Inputs, KernelSpec, Shape, register
+from autotune.kernels.registry import Inputs, Kernel, Shape, register
 
 # The epilogues' epsilon (written as a literal inside the kernels, so it is compiled in).
 EPS = 1e-6
@@ -200,28 +200,26 @@ def _flops(epilogue_ops_per_element: int) -> Callable[[Shape], int]:
 _compiled: dict[str, Callable] = {}
 
 
-def _eager(epilogue: Epilogue, keeps_dtype: bool) -> Callable[[Inputs], torch.Tensor]:
-    def run(inputs: Inputs) -> torch.Tensor:
+def _eager(epilogue: Epilogue, keeps_dtype: bool) -> Callable[..., torch.Tensor]:
+    def run(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """The product in the input dtype (cuBLAS, fp32 accumulate), the epilogue in fp32."""
-        x, w = inputs
         y = epilogue((x @ w).float())
         return y.to(x.dtype) if keeps_dtype else y
     return run
 
 
-def _compiled_baseline(name: str, eager: Callable[[Inputs], torch.Tensor]) -> Callable[[Inputs], torch.Tensor]:
-    def run(inputs: Inputs) -> torch.Tensor:
+def _compiled_baseline(name: str, eager: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def run(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """torch.compile of the eager baseline (compiled on the first call, once per kernel)."""
         if name not in _compiled:
-            _compiled[name] = torch.compile(lambda x, w: eager((x, w)), dynamic=False)
-        return _compiled[name](*inputs)
+            _compiled[name] = torch.compile(eager, dynamic=False)
+        return _compiled[name](x, w)
     return run
 
 
-def _reference(epilogue: Epilogue) -> Callable[[Inputs], torch.Tensor]:
-    def reference(inputs: Inputs) -> torch.Tensor:
+def _reference(epilogue: Epilogue) -> Callable[..., torch.Tensor]:
+    def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """The product and the epilogue in fp64 (or the inputs' own dtype if wider)."""
-        x, w = inputs
         return epilogue(x.double() @ w.double())
     return reference
 
@@ -230,39 +228,36 @@ def _register_epilogue(name: str, kernel: object, epilogue: Epilogue, keeps_dtyp
     cli_name = f"matmul-{name}"
     eager = _eager(epilogue, keeps_dtype)
     output = "[M, N] in the input dtype" if keeps_dtype else "[M] in float32"
-    register(KernelSpec(
+    register(Kernel(
+        kernel,
         name=cli_name,
-        family="helion",
         description=f"Helion {name}(x @ w), x [M, K], w [K, N], N resident (specialised); output {output}",
         rank=3,
-        make_inputs=make_inputs,
+        inputs=make_inputs,
         reference=_reference(epilogue),
         baselines={"torch": eager, "torch.compile": _compiled_baseline(cli_name, eager)},
         bytes_moved=_bytes_moved(keeps_dtype),
         flops=_flops(5),
-        helion_kernel=kernel,
-        source_objects=(kernel,),
+        sources=(kernel,),
     ))
 
 
-def _matmul_eager(inputs: Inputs) -> torch.Tensor:
-    x, w = inputs
+def _matmul_eager(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w
 
 
 for _name, (_kernel, _epilogue, _keeps) in EPILOGUES.items():
     _register_epilogue(_name, _kernel, _epilogue, _keeps)
 
-register(KernelSpec(
+register(Kernel(
+    matmul_plain,
     name="matmul",
-    family="helion",
     description="Helion matmul x @ w, x [M, K], w [K, N], M, N and K tiled",
     rank=3,
-    make_inputs=make_inputs,
-    reference=lambda inputs: inputs[0].double() @ inputs[1].double(),
+    inputs=make_inputs,
+    reference=lambda x, w: x.double() @ w.double(),
     baselines={"torch": _matmul_eager, "torch.compile": _compiled_baseline("matmul", _matmul_eager)},
     bytes_moved=_bytes_moved(True),
     flops=_flops(0),
-    helion_kernel=matmul_plain,
-    source_objects=(matmul_plain,),
+    sources=(matmul_plain,),
 ))

@@ -1,20 +1,17 @@
 """The built-in kernel registry: what the CLI can tune by name.
 
-A `KernelSpec` says how to make inputs for a shape and dtype, how to compute a trusted
-reference (in fp32 or fp64), which library implementations to measure as baselines, and
-how many bytes and flops one call must move and do (for GB/s and roofline figures).
+Built-in kernels are `autotune.Kernel` objects like a user's, registered under a name (their
+locator: how a measuring process finds them again).  Users' kernels are found by path instead
+(`autotune.kernel_loader`).
 """
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Sequence
 
 import torch
 
-Shape = tuple[int, ...]
-Inputs = tuple[torch.Tensor, ...]
+from autotune.kernel import Inputs, Kernel, Shape  # noqa: F401 - Inputs and Shape are re-exported
 
 DTYPES: dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -23,54 +20,19 @@ class UnknownKernel(KeyError):
     """Raised for a kernel name that is not registered."""
 
 
-@dataclass(frozen=True)
-class KernelSpec:
-    name: str
-    family: str  # "helion" or "triton"
-    description: str
-    rank: int
-    make_inputs: Callable[[Shape, torch.dtype, str, int], Inputs]
-    reference: Callable[[Inputs], torch.Tensor]
-    baselines: Mapping[str, Callable[[Inputs], torch.Tensor]]
-    bytes_moved: Callable[[Shape, torch.dtype], int]
-    flops: Callable[[Shape], int]
-    helion_kernel: Any = None  # a @helion.kernel object (family "helion")
-    triton_space: Callable[[Shape, torch.dtype], Any] | None = None  # -> SearchSpace (family "triton")
-    triton_launch: Callable[..., torch.Tensor] | None = None  # (native_config, *inputs) -> output
-    source_objects: Sequence[Any] = field(default_factory=tuple)  # whose source text is fingerprinted
-    dtypes: Sequence[str] = ("float16", "bfloat16", "float32")
-
-    def compile_without_launch(self, native: Mapping[str, Any], inputs: Inputs, bound: Any = None) -> None:
-        """Compile every Triton kernel one call with `native` would launch, launching none:
-        what a compile worker does while another process may be timing on the GPU.
-        `bound` is the Helion kernel bound to `inputs` (bound here when not given)."""
-        from autotune.kernels import compile_only
-
-        if self.family == "helion":
-            compile_only.compile_helion(bound or self.helion_kernel.bind(inputs), dict(native), inputs)
-            return
-        with compile_only.triton_launches_compile_only():
-            self.triton_launch(dict(native), *inputs)
-
-    def source_text(self) -> str:
-        parts = []
-        for obj in self.source_objects:
-            fn = getattr(obj, "fn", obj)  # helion.Kernel and triton.JITFunction keep the function in .fn
-            parts.append(inspect.getsource(fn))
-        return "\n".join(parts)
+_REGISTRY: dict[str, Kernel] = {}
 
 
-_REGISTRY: dict[str, KernelSpec] = {}
+def register(kernel: Kernel) -> Kernel:
+    """Make a kernel tunable by name; its name becomes its locator."""
+    if kernel.name in _REGISTRY:
+        raise ValueError(f"kernel {kernel.name!r} is already registered")
+    kernel.locator = kernel.name
+    _REGISTRY[kernel.name] = kernel
+    return kernel
 
 
-def register(spec: KernelSpec) -> KernelSpec:
-    if spec.name in _REGISTRY:
-        raise ValueError(f"kernel {spec.name!r} is already registered")
-    _REGISTRY[spec.name] = spec
-    return spec
-
-
-def get_kernel(name: str) -> KernelSpec:
+def get_kernel(name: str) -> Kernel:
     _load_builtins()
     try:
         return _REGISTRY[name]
@@ -79,7 +41,7 @@ def get_kernel(name: str) -> KernelSpec:
         raise UnknownKernel(f"unknown kernel {name!r} (known: {known})") from None
 
 
-def all_kernels() -> list[KernelSpec]:
+def all_kernels() -> list[Kernel]:
     _load_builtins()
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 

@@ -15,25 +15,22 @@ def make_inputs(shape: Shape, dtype: torch.dtype, device: str, seed: int) -> Inp
     return (x.to(dtype=dtype),)
 
 
-def reference(inputs: Inputs) -> torch.Tensor:
-    (x,) = inputs
+def reference(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x.double(), dim=-1)
 
 
-def torch_softmax(inputs: Inputs) -> torch.Tensor:
-    (x,) = inputs
+def torch_softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x, dim=-1)
 
 
 _compiled_softmax = None
 
 
-def compiled_softmax(inputs: Inputs) -> torch.Tensor:
+def compiled_softmax(x: torch.Tensor) -> torch.Tensor:
     """torch.compile of the same softmax (inductor generates a Triton kernel); compiled on first call."""
     global _compiled_softmax
     if _compiled_softmax is None:
         _compiled_softmax = torch.compile(lambda x: torch.softmax(x, dim=-1), dynamic=False)
-    (x,) = inputs
     return _compiled_softmax(x)
 
 
@@ -56,7 +53,7 @@ def flops(shape: Shape) -> int:
 # The registry fields every softmax kernel shares (inputs, reference, baselines, accounting).
 SPEC_FIELDS = dict(
     rank=2,
-    make_inputs=make_inputs,
+    inputs=make_inputs,
     reference=reference,
     baselines={"torch.softmax": torch_softmax, "torch.compile": compiled_softmax},
     bytes_moved=bytes_moved,

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from autotune.kernels import softmax_common as common
-from autotune.kernels.registry import KernelSpec, Shape, register
+from autotune.kernels.registry import Kernel, Shape, register
 from autotune.kernels.row_pieces import piece_space
 from search_spaces.triton_space import split_launch_config
 
@@ -109,13 +109,12 @@ def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> to
     return out
 
 
-register(KernelSpec(
+register(Kernel(
+    launch,
     name="softmax-cooperative",
-    family="triton",
     description="Triton cooperative softmax: CHUNK-wide pieces of a row per program, which exchange partial "
                 "max/sum and wait for each other, so x is read once and written once",
     **common.SPEC_FIELDS,
-    triton_space=triton_space,
-    triton_launch=launch,
-    source_objects=(cooperative_softmax, launch),
+    space=triton_space,
+    sources=(cooperative_softmax, launch),
 ))

@@ -7,7 +7,7 @@ import helion.language as hl
 import torch
 
 from autotune.kernels import softmax_common as common
-from autotune.kernels.registry import KernelSpec, register
+from autotune.kernels.registry import Kernel, register
 
 
 @helion.kernel(static_shapes=True)
@@ -42,20 +42,18 @@ def softmax_online(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-register(KernelSpec(
+register(Kernel(
+    softmax_rows,
     name="softmax",
     description="Helion softmax over the last axis, whole rows per tile: softmax(x[tile, :])",
-    helion_kernel=softmax_rows,
-    source_objects=(softmax_rows,),
-    family="helion",
+    sources=(softmax_rows,),
     **common.SPEC_FIELDS,
 ))
 
-register(KernelSpec(
+register(Kernel(
+    softmax_online,
     name="softmax-online",
     description="Helion online softmax, looped two-pass form (running max and rescaled sum, then a write pass)",
-    helion_kernel=softmax_online,
-    source_objects=(softmax_online,),
-    family="helion",
+    sources=(softmax_online,),
     **common.SPEC_FIELDS,
 ))

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from autotune.kernels import softmax_common as common
-from autotune.kernels.registry import KernelSpec, Shape, register
+from autotune.kernels.registry import Kernel, Shape, register
 from autotune.kernels.row_pieces import combine_partials, piece_space
 from search_spaces.triton_space import split_launch_config
 
@@ -105,13 +105,12 @@ def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> to
     return out
 
 
-register(KernelSpec(
+register(Kernel(
+    launch,
     name="softmax-lookback",
-    family="triton",
     description="Triton look-back softmax: one launch pipelines the two passes over CHUNK-wide tiles, the "
                 "second trailing the first by LAG programs so its re-read of x comes from L2",
     **common.SPEC_FIELDS,
-    triton_space=triton_space,
-    triton_launch=launch,
-    source_objects=(lookback_softmax, combine_partials, launch),
+    space=triton_space,
+    sources=(lookback_softmax, combine_partials, launch),
 ))

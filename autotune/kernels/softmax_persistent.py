@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 from autotune.kernels import softmax_common as common
-from autotune.kernels.registry import KernelSpec, Shape, register
+from autotune.kernels.registry import Kernel, Shape, register
 from search_spaces.space import ProductLimit
 from search_spaces.triton_space import declare_triton_space, split_launch_config
 
@@ -169,13 +169,12 @@ def row_alignment(x: torch.Tensor, out: torch.Tensor) -> int:
     return width if in_phase and width > 1 else 1
 
 
-register(KernelSpec(
+register(Kernel(
+    launch,
     name="softmax-persistent",
-    family="triton",
     description="Triton persistent online softmax: PER_SM programs per SM loop over rows, two passes over "
                 "CHUNK-wide tiles, the second from L2",
     **common.SPEC_FIELDS,
-    triton_space=triton_space,
-    triton_launch=launch,
-    source_objects=(persistent_softmax, _absorb, _write, launch, row_alignment),
+    space=triton_space,
+    sources=(persistent_softmax, _absorb, _write, launch, row_alignment),
 ))

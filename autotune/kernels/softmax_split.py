@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from autotune.kernels import softmax_common as common
-from autotune.kernels.registry import KernelSpec, Shape, register
+from autotune.kernels.registry import Kernel, Shape, register
 from autotune.kernels.row_pieces import piece_space
 from search_spaces.triton_space import split_launch_config
 
@@ -91,13 +91,12 @@ def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> to
     return out
 
 
-register(KernelSpec(
+register(Kernel(
+    launch,
     name="softmax-split",
-    family="triton",
     description="Triton split-row softmax: CHUNK-wide pieces of a row per program, partial max/sum, "
                 "then a combine-and-write pass (REVERSE: second pass backwards, for L2 reuse)",
     **common.SPEC_FIELDS,
-    triton_space=triton_space,
-    triton_launch=launch,
-    source_objects=(partial_stats, normalise, launch),
+    space=triton_space,
+    sources=(partial_stats, normalise, launch),
 ))

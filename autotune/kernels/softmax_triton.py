@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from autotune.kernels import softmax_common as common
-from autotune.kernels.registry import KernelSpec, Shape, register
+from autotune.kernels.registry import Kernel, Shape, register
 from search_spaces.space import ProductLimit
 from search_spaces.triton_space import declare_triton_space, split_launch_config
 
@@ -83,12 +83,11 @@ def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> to
     return out
 
 
-register(KernelSpec(
+register(Kernel(
+    launch,
     name="softmax-triton",
-    family="triton",
     description="Hand-written Triton fused softmax, one row per program (BLOCK_SIZE, num_warps, num_stages)",
     **common.SPEC_FIELDS,
-    triton_space=triton_space,
-    triton_launch=launch,
-    source_objects=(softmax_kernel, launch),
+    space=triton_space,
+    sources=(softmax_kernel, launch),
 ))

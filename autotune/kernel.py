@@ -1,0 +1,262 @@
+"""`Kernel`: the one object the API, the CLI, the evaluators, the seeds and the store take.
+
+A kernel is a `@helion.kernel`, or a Triton launcher `launch(config, *inputs)` given with its
+declared space.  Everything else is optional, with defaults that work for the common case:
+
+* `inputs(shape, dtype, device)`: the inputs for a problem shape.  Default: one random tensor
+  of `shape` for every tensor parameter (parameters with a default value keep it).  Measuring
+  processes rebuild the inputs from the shape, so a measurement can be repeated and replayed.
+* `reference(*inputs)`: the trusted output, called with the inputs cast to float64.  Default for
+  a Helion kernel: the kernel's own body run eagerly by PyTorch (Helion's eager reference mode),
+  in float64; it checks that a compiled config computes what the code says.  A Triton launcher
+  has no eager body: by default every config is checked against the declared default config's
+  output, which catches configs that disagree with each other but not a wrong kernel.
+* `baselines`: named library implementations timed beside the kernel (`fn(*inputs)`).
+* `bytes_moved(shape, dtype)`, `flops(shape, dtype)`: for GB/s and TFLOP/s, shown when known.
+* `shape_of(*args)`: the problem shape of a call (default: the first tensor's shape), which is
+  what run-time config selection keys on.
+
+Built-in kernels are made with this same constructor and registered by name.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Mapping, Sequence
+
+Shape = tuple[int, ...]
+Inputs = tuple[Any, ...]
+
+DTYPE_NAMES = ("float16", "bfloat16", "float32")
+
+
+class KernelError(ValueError):
+    """A kernel or one of its hooks cannot do what was asked (one line, for the user)."""
+
+
+def is_helion_kernel(obj: Any) -> bool:
+    """Whether `obj` is a `@helion.kernel` (checked without importing helion where it is absent)."""
+    cls = type(obj)
+    return cls.__name__ == "Kernel" and cls.__module__.startswith("helion.")
+
+
+class Kernel:
+    """A kernel the framework can tune, measure, replay and serve configs for.
+
+    >>> kernel = autotune.Kernel(rms_norm, inputs=make_inputs, baselines={"torch": torch_rms_norm})
+
+    `fn` is a `@helion.kernel`, or a Triton launcher called as `fn(config, *inputs)` (config: a
+    dict of meta-parameters, num_warps and num_stages), which then needs `space`: a
+    `SearchSpace`, or `space(shape, dtype) -> SearchSpace`.  See the module docstring for the
+    optional hooks.  Calling the Kernel calls `fn` (a Helion kernel with its own config choice).
+    """
+
+    def __init__(self, fn: Any, *, name: str | None = None, space: Any = None,
+                 inputs: Callable[..., Inputs] | None = None, reference: Callable[..., Any] | None = None,
+                 baselines: Mapping[str, Callable[..., Any]] | None = None,
+                 bytes_moved: Callable[[Shape, Any], int] | None = None,
+                 flops: Callable[[Shape, Any], int] | None = None,
+                 shape_of: Callable[..., Shape] | None = None, dtypes: Sequence[str] = DTYPE_NAMES,
+                 rank: int | None = None, description: str | None = None, sources: Sequence[Any] = ()) -> None:
+        if isinstance(fn, Kernel):
+            raise KernelError(f"{fn.name} is already an autotune.Kernel")
+        if is_helion_kernel(fn):
+            self.family = "helion"
+            self.helion_kernel, self.triton_launch, self.triton_space = fn, None, None
+            python_fn = fn.fn
+            if space is not None:
+                raise KernelError("a Helion kernel's space is read from the kernel itself: do not give space=")
+        elif callable(fn):
+            if space is None:
+                raise KernelError(f"{getattr(fn, '__name__', fn)!r} is not a @helion.kernel; a Triton launcher "
+                                  "needs its declared space: autotune.Kernel(launch, space=...)")
+            self.family = "triton"
+            self.helion_kernel, self.triton_launch = None, fn
+            self.triton_space = space if callable(space) else (lambda shape, dtype, _s=space: _s)
+            python_fn = fn
+        else:
+            raise KernelError(f"{fn!r} is neither a @helion.kernel nor a Triton launcher")
+        self.fn = fn
+        self.name = name or python_fn.__name__
+        self.description = description or (inspect.getdoc(python_fn) or "").split("\n")[0] or self.name
+        self._signature = _parameters(python_fn, skip_first=self.family == "triton")
+        self.make_inputs = _with_seed(inputs) if inputs is not None else self._default_inputs
+        self.inputs_given = inputs is not None
+        self.reference = _tupled(reference) if reference is not None else None
+        self.baselines = {label: _tupled(hook) for label, hook in (baselines or {}).items()}
+        self.bytes_moved = bytes_moved
+        self.flops = flops
+        self.shape_of = shape_of or _first_tensor_shape
+        self.dtypes = tuple(dtypes)
+        self.rank = rank
+        self.source_objects = tuple(sources) or ((fn,) if self.family == "helion" else _launcher_sources(fn))
+        self.locator: str | None = None  # how another process finds it: set by the loader or the registry
+        self.overrides: dict[str, Any] = {}  # hooks given with with_hooks (sent to measuring processes)
+        self._eager = None
+
+    # -- what the evaluators call ---------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"autotune.Kernel({self.name!r}, {self.family}{', ' + self.locator if self.locator else ''})"
+
+    def with_hooks(self, **hooks: Any) -> "Kernel":
+        """A copy with some hooks replaced (reference=, baselines=, ...); it keeps the locator."""
+        unknown = set(hooks) - {"reference", "baselines", "bytes_moved", "flops", "inputs", "shape_of"}
+        if unknown:
+            raise KernelError(f"unknown kernel hook(s): {', '.join(sorted(unknown))}")
+        copy = object.__new__(Kernel)
+        copy.__dict__.update(self.__dict__)
+        copy.overrides = {**self.overrides, **{k: v for k, v in hooks.items() if v is not None}}
+        for key, value in hooks.items():
+            if value is None:
+                continue
+            if key == "inputs":
+                copy.make_inputs, copy.inputs_given = _with_seed(value), True
+            elif key == "baselines":
+                copy.baselines = {label: _tupled(hook) for label, hook in value.items()}
+            elif key == "reference":
+                copy.reference = _tupled(value)
+            else:
+                setattr(copy, key, value)
+        return copy
+
+    def reference_output(self, inputs64: Inputs) -> Any:
+        """The trusted output for float64 inputs; None for a Triton kernel without a reference
+        (its configs are then checked against the default config's output)."""
+        if self.reference is not None:
+            return self.reference(inputs64)
+        if self.family == "helion":
+            return self.eager_kernel()(*inputs64)
+        return None
+
+    def eager_kernel(self) -> Any:
+        """The Helion kernel's body run eagerly by PyTorch (Helion's reference mode)."""
+        if self._eager is None:
+            import helion
+
+            settings = self.helion_kernel.settings
+            self._eager = helion.kernel(self.helion_kernel.fn, ref_mode=helion.RefMode.EAGER,
+                                        static_shapes=settings.static_shapes)
+        return self._eager
+
+    def bytes_for(self, shape: Shape, dtype: Any) -> int | None:
+        return int(self.bytes_moved(shape, dtype)) if self.bytes_moved is not None else None
+
+    def flops_for(self, shape: Shape, dtype: Any = None) -> int | None:
+        if self.flops is None:
+            return None
+        if len(_parameters(self.flops, skip_first=False)) == 1:  # flops(shape) alone
+            return int(self.flops(shape))
+        return int(self.flops(shape, dtype))
+
+    def problem_shape(self, args: Sequence[Any]) -> Shape:
+        """The problem shape a call's arguments stand for (what configs are looked up by)."""
+        return tuple(int(d) for d in self.shape_of(*args))
+
+    def compile_without_launch(self, native: Mapping[str, Any], inputs: Inputs, bound: Any = None) -> None:
+        """Compile every Triton kernel one call with `native` would launch, launching none:
+        what a compile worker does while another process may be timing on the GPU.
+        `bound` is the Helion kernel bound to `inputs` (bound here when not given)."""
+        from autotune.kernels import compile_only
+
+        if self.family == "helion":
+            compile_only.compile_helion(bound or self.helion_kernel.bind(inputs), dict(native), inputs)
+            return
+        with compile_only.triton_launches_compile_only():
+            self.triton_launch(dict(native), *inputs)
+
+    def source_text(self) -> str:
+        """The text that fingerprints the kernel: a measurement is reused only for the same text."""
+        parts = []
+        for obj in self.source_objects:
+            fn = getattr(obj, "fn", obj)  # helion.Kernel and triton.JITFunction keep the function in .fn
+            parts.append(inspect.getsource(fn))
+        return "\n".join(parts)
+
+    # -- defaults ---------------------------------------------------------------------------
+    def _default_inputs(self, shape: Shape, dtype: Any, device: str, seed: int) -> Inputs:
+        """One random tensor of `shape` for every tensor parameter without a default."""
+        import torch
+
+        generator = torch.Generator(device=device).manual_seed(seed)
+        tensors = []
+        for parameter in self._signature:
+            if parameter.default is not inspect.Parameter.empty:
+                break
+            if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                raise KernelError(f"{self.name} takes *{parameter.name}: its inputs cannot be guessed; "
+                                  "give the kernel an inputs(shape, dtype, device) hook")
+            if not _is_tensor_annotation(parameter.annotation):
+                raise KernelError(f"{self.name}'s parameter {parameter.name!r} is not a tensor and has no default: "
+                                  "give the kernel an inputs(shape, dtype, device) hook")
+            tensors.append(torch.randn(shape, generator=generator, dtype=torch.float32, device=device).to(dtype))
+        if not tensors:
+            raise KernelError(f"{self.name} takes no tensor: give the kernel an inputs(shape, dtype, device) hook")
+        return tuple(tensors)
+
+
+def _parameters(fn: Callable, *, skip_first: bool) -> list[inspect.Parameter]:
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    return parameters[1:] if skip_first else parameters
+
+
+def _is_tensor_annotation(annotation: Any) -> bool:
+    if annotation is inspect.Parameter.empty:
+        return True
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    return "Tensor" in str(text)
+
+
+def _with_seed(hook: Callable[..., Inputs]) -> Callable[[Shape, Any, str, int], Inputs]:
+    """inputs(shape, dtype, device[, seed]) -> make_inputs(shape, dtype, device, seed): a hook
+    without a seed parameter runs after torch's generators are seeded."""
+    try:
+        takes_seed = len(inspect.signature(hook).parameters) >= 4
+    except (TypeError, ValueError):
+        takes_seed = True
+
+    def make_inputs(shape: Shape, dtype: Any, device: str, seed: int) -> Inputs:
+        if takes_seed:
+            made = hook(shape, dtype, device, seed)
+        else:
+            import torch
+
+            torch.manual_seed(seed)
+            made = hook(shape, dtype, device)
+        return tuple(made) if isinstance(made, (tuple, list)) else (made,)
+
+    make_inputs.__wrapped__ = hook  # type: ignore[attr-defined]
+    return make_inputs
+
+
+def _tupled(hook: Callable[..., Any]) -> Callable[[Inputs], Any]:
+    """A hook written as `fn(x, w)` called as `fn(inputs)`: the form the evaluators use."""
+    def call(inputs: Inputs) -> Any:
+        return hook(*inputs)
+
+    call.__wrapped__ = hook  # type: ignore[attr-defined]
+    call.__name__ = getattr(hook, "__name__", "hook")
+    return call
+
+
+def _first_tensor_shape(*args: Any) -> Shape:
+    for arg in args:
+        if hasattr(arg, "shape") and hasattr(arg, "dtype"):
+            return tuple(arg.shape)
+    raise KernelError("the call has no tensor argument: give the kernel a shape_of(*args) hook")
+
+
+def _launcher_sources(launch: Callable) -> tuple[Any, ...]:
+    """A launcher and the @triton.jit functions it names: what fingerprints a Triton kernel."""
+    sources: list[Any] = [launch]
+    names = getattr(getattr(launch, "__code__", None), "co_names", ())
+    for name in names:
+        obj = getattr(launch, "__globals__", {}).get(name)
+        if type(obj).__name__ == "JITFunction":
+            sources.append(obj)
+    return tuple(sources)
