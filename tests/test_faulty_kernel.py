@@ -215,7 +215,7 @@ import json, torch
 from autotune.kernels import faulty_triton as spec  # only this kernel: the others take seconds to import
 from autotune.evaluators.timing import relative_error, tolerance_for
 (x,) = spec.make_inputs((8, 300), torch.float32, "cpu", 3)  # 2400 elements: the last block is partial
-ref = spec.reference((x.double(),))
+ref = spec.reference(x.double())
 report = {}
 for fault in ("none", "nan", "wrong"):
     for block in (256, 1024):
