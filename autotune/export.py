@@ -34,6 +34,8 @@ def literal(value: Any) -> str:
         return repr(str(value))
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in sorted(value.items())) + "}"
     raise ExportError(f"cannot export a value of type {type(value).__name__}")
 
 

@@ -24,13 +24,15 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Mapping, Sequence
 
+from autotune.errors import UserError
+
 Shape = tuple[int, ...]
 Inputs = tuple[Any, ...]
 
 DTYPE_NAMES = ("float16", "bfloat16", "float32")
 
 
-class KernelError(ValueError):
+class KernelError(UserError, ValueError):
     """A kernel or one of its hooks cannot do what was asked (one line, for the user)."""
 
 

@@ -60,7 +60,7 @@ def bind_live(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0
     if spec.family == "helion":
         from search_spaces.helion_space import space_from_bound
 
-        inputs = spec.make_inputs(shape, dtype, device, seed)
+        inputs = build_inputs(spec, shape, dtype, device, seed)
         bound = spec.helion_kernel.bind(inputs)
         space, codec = space_from_bound(spec.name, bound)
     else:
@@ -69,6 +69,20 @@ def bind_live(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0
         codec = DeclaredCodec(space)
     identity = SpaceIdentity(space=space, signature=signature(shape, name), source_hash=source_hash(spec.source_text()))
     return TuningTask(spec=spec, shape=shape, dtype=name, space=space, codec=codec, identity=identity, bound=bound)
+
+
+def build_inputs(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0) -> tuple:
+    """The kernel's inputs for a shape; a hook that fails is the user's to fix: one line."""
+    from autotune.kernel import KernelError
+
+    try:
+        return spec.make_inputs(shape, dtype, device, seed)
+    except KernelError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the user's hook
+        text = " ".join(str(error).split())[:200]
+        raise KernelError(f"cannot build {spec.name}'s inputs for shape {'x'.join(map(str, shape))}: "
+                          f"{type(error).__name__}: {text}") from None
 
 
 def bind_recorded(spec: Kernel, record: Any, aliases: Mapping[str, Any]) -> TuningTask:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+from autotune.errors import UserError
 from autotune.evaluators.failures import classify_exception, short_error
 from autotune.types import Status
 
@@ -111,7 +112,7 @@ def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False,
     return state
 
 
-class ReferenceMismatch(Exception):
+class ReferenceMismatch(UserError):
     """The reference and the kernel's default config disagree: the reference (or the kernel)
     is wrong, and no config could pass the accuracy check."""
 
