@@ -12,7 +12,6 @@ experiments); every evaluation is recorded in `db` as it completes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -149,11 +148,12 @@ def result_of(kernel: Kernel, outcome: Any, *, db: Path) -> TuneResult:
     rows = []
     for name, result in outcome_rows(task, outcome, recorded):
         ms = result.median_ms if result.ok else None
+        rates = name != "device copy"  # the copy moves its own bytes and does no flops
         rows.append(TableRow(
             name=name, status=result.status.value, median_ms=ms,
             ratio=ms / best_ms if ms and best_ms else None,
-            gbps=moved / (ms * 1e-3) / 1e9 if ms and moved else None,
-            tflops=work / (ms * 1e-3) / 1e12 if ms and work else None))
+            gbps=moved / (ms * 1e-3) / 1e9 if ms and moved and rates else None,
+            tflops=work / (ms * 1e-3) / 1e12 if ms and work and rates else None))
     return TuneResult(
         kernel=kernel, session_id=outcome.session_id, db=db, shape=tuple(task.shape), dtype=task.dtype, mode=mode,
         exit_reason=outcome.exit_reason, evaluations=outcome.evaluations, wall_s=outcome.wall_s,
@@ -230,7 +230,3 @@ def _config_text(config: Mapping[str, Any]) -> str:
     if hasattr(config, "kwargs") and hasattr(config, "num_warps"):  # a triton.Config
         native = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
     return json.dumps(native)
-
-
-def finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
