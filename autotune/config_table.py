@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from autotune.errors import UserError
 from autotune.export import ExportError, literal
+from autotune.seeds import shape_distance  # the cache seed source's nearest shape: one measure for both
 
 FORMAT = "autotune-config-table/1"
 EXACT, NEAREST, DEFAULT = "exact", "nearest", "default"
@@ -52,13 +53,6 @@ class Pick:
             return (f"{kernel} {at} {dtype}: no config tuned at this shape; the one tuned at the nearest recorded "
                     f"shape {'x'.join(map(str, self.shape or ()))}")
         return f"{kernel} {at} {dtype}: nothing recorded for {dtype} at this rank; the compiler's default config"
-
-
-def shape_distance(a: Sequence[int], b: Sequence[int]) -> float:
-    """Sum of |log2| ratios of the extents: 0 for the same shape, inf for another rank."""
-    if len(a) != len(b):
-        return math.inf
-    return sum(abs(math.log2(x) - math.log2(y)) for x, y in zip(a, b))
 
 
 @dataclass
