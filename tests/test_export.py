@@ -50,7 +50,8 @@ def _exec(code: str) -> dict:
 
 
 @pytest.mark.parametrize("value", [object(), {1, 2}, b"bytes", 1 + 2j, frozenset(), type, print,
-                                   [1, object()], [[{"nested": set()}]], {"a": 1}])
+                                   [1, object()], [[{"nested": set()}]], {1: "a"},
+                                   {"a": object()}])
 def test_literal_refuses_what_is_not_a_json_value(value):
     with pytest.raises(ExportError):
         literal(value)
@@ -63,7 +64,8 @@ def test_literal_refuses_non_finite_numbers(value):
 
 
 @pytest.mark.parametrize("value", [None, True, False, 0, -7, 2**80, 0.1, -1e-300, 1.5e300, "", *NASTY,
-                                   [], [None, [True, [1, "x"]]], ["a'b", 'c"d']])
+                                   [], [None, [True, [1, "x"]]], ["a'b", 'c"d'], {}, {"a": 1},
+                                   {"it's": [1, {"b": None}]}])
 def test_literal_round_trips(value):
     text = literal(value)
     back = ast.literal_eval(text)
