@@ -94,7 +94,8 @@ class TuneResult:
 def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int] | str | None = None,
          dtype: Any = None, strategy: str = "random", budget: int | None = None, seconds: float | None = None,
          seed: int = 0, seed_from: str = "default", configs: Sequence[Mapping[str, Any]] = (),
-         db: str | Path = "cache.db", replay: bool = False, interpret: bool = False,
+         db: str | Path = "user.db", shipped: str | Path | None = "cache.db", replay: bool = False,
+         interpret: bool = False,
          reference: Callable[..., Any] | None = None, baselines: Mapping[str, Callable[..., Any]] | None = None,
          options: Mapping[str, Any] | None = None, generation_size: int | None = None,
          compile_workers: int | None = None, compile_timeout_s: float = 60.0, timing_ms: float = 250.0,
@@ -105,7 +106,9 @@ def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int]
     The measuring processes rebuild the inputs from the shape with the kernel's `inputs` hook,
     so `args` only say which problem: they must match what the hook builds.  `reference=` and
     `baselines=` override the kernel's own (module-level functions: they run in the measuring
-    processes).  Without a GPU the session replays recorded data (`replay=True` forces it), or
+    processes).  The session is recorded in `db` (yours); earlier measurements are read from it
+    and from `shipped` (the shipped data, never written).
+    Without a GPU the session replays recorded data (`replay=True` forces it), or
     with `interpret=True` runs every config through the Triton interpreter on the CPU.
     Progress is printed as the session goes (in a terminal or a notebook; `quiet=True` hides it).
     """
@@ -119,24 +122,25 @@ def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int]
     shape_text, dtype_name = _problem(kernel, args, shape, dtype)
     request = TuneRequest(
         kernel=kernel, shape=shape_text, dtype=dtype_name, strategy=strategy, budget=budget, seconds=seconds,
-        seed=seed, generation_size=generation_size, db=Path(db), replay=replay, replay_db=Path(db), space=None,
+        seed=seed, generation_size=generation_size, db=Path(db), replay=replay, space=None,
+        shipped=Path(shipped) if shipped is not None else None,
         fresh=fresh, compile_workers=compile_workers, compile_timeout_s=compile_timeout_s, seed_from=seed_from,
         strategy_options=tuple((options or {}).items()), configs=tuple(_config_text(c) for c in configs),
         timing_target_ms=timing_ms, interpret=interpret,
     )
     console = console or Console(quiet=quiet)
     outcome = run_tune(request, console)
-    return result_of(kernel, outcome, db=Path(db))
+    return result_of(kernel, outcome, db=Path(db), shipped=request.shipped)
 
 
-def result_of(kernel: Kernel, outcome: Any, *, db: Path) -> TuneResult:
+def result_of(kernel: Kernel, outcome: Any, *, db: Path, shipped: Path | None = None) -> TuneResult:
     """A TuneResult for a finished session's outcome."""
-    from autotune.cache import Cache
+    from autotune.databases import open_for_reading
     from autotune.kernels.registry import DTYPES
     from autotune.report import outcome_rows
 
     task = outcome.task
-    journal = Cache.open(db) if db.exists() else None
+    journal = open_for_reading(db, shipped) if db.exists() else None
     recorded = journal.best(task.fingerprint) if journal is not None else None
     mode = journal.session(outcome.session_id)["mode"] if journal is not None else "gpu"
     if journal is not None:

@@ -23,12 +23,17 @@ import sqlite_utils
 from autotune.cache_schema import SCHEMA as _SCHEMA  # noqa: F401 - tests build old databases from it
 from autotune.cache_schema import SCHEMA_VERSION, CacheError, check_schema, create_schema
 from autotune.cache_schema import transaction as _transaction
+from autotune.cache_layers import attach_shipped, create_views, read_only_uri, same_file
 from autotune.cache_merge import merge_into
 from autotune.types import Candidate, Result, Source, Status
 from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.space import SearchSpace, canonical_json, params_key
 
 BUSY_TIMEOUT_MS = 60_000
+
+
+class DamagedDatabase(CacheError):
+    """sqlite met damage while reading rows (the checks made on opening passed)."""
 
 
 @dataclass(frozen=True)
@@ -104,36 +109,64 @@ class Cache:
         self.path = path
         self.schema_version = SCHEMA_VERSION
         self._space_names: dict[str, tuple[str, ...]] = {}
+        self.read_only = False  # the shipped data opened alone: every write is refused
+        self.shipped: Path | None = None  # the shipped data attached read-only beside `path`
 
     # -- opening -------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | Path, *, create: bool = False, migrate: bool = True) -> "Cache":
+    def open(cls, path: str | Path, *, create: bool = False, migrate: bool = True,
+             shipped: str | Path | None = None) -> "Cache":
         """Open a database; with `create`, make it (and its schema) when it does not exist.
 
+        With `shipped` (the shipped measurements, normally `cache.db`), that file is attached
+        read-only and every read sees both (see `cache_layers`); writes go to `path` only.  When
+        `path` does not exist and is not to be created, the shipped file alone is opened, read-only.
         An older database is migrated to the current schema on opening; with `migrate=False`
         it is left as it was and may only be read (what `merge_from` does with its sources).
         Refused in a process where cache writes are forbidden (a distributed worker), unless
         the path was allowed by `allow_database`.
         """
         path = Path(path)
+        layer = Path(shipped) if shipped is not None and str(shipped) not in ("", "none") else None
+        if layer is not None and (not layer.exists() or same_file(path, layer)):
+            layer = None
+        if layer is not None and not path.exists() and not create:
+            return cls._open_file(layer, read_only=True)
+        cache = cls._open_file(path, create=create, migrate=migrate)
+        if layer is not None:
+            attach_shipped(cache.db.conn, layer, path)
+            cache.shipped = layer
+        create_views(cache.db.conn, shipped=layer is not None)
+        return cache
+
+    @classmethod
+    def _open_file(cls, path: Path, *, create: bool = False, migrate: bool = True,
+                   read_only: bool = False) -> "Cache":
         _refuse_if_forbidden(path)
         if not path.exists() and not create:
             raise CacheError(f"database {path} does not exist")
         if path.exists() and path.is_dir():
             raise CacheError(f"{path} is a directory, not a database file")
         try:
-            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            target = read_only_uri(path) if read_only else str(path)
+            conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=read_only)
             conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as error:
             raise CacheError(f"{path} is not a readable sqlite database ({error})") from None
         cache = cls(sqlite_utils.Database(conn), path)
+        cache.read_only = read_only
         if not tables:
             if not create:
                 raise CacheError(f"{path} is an empty database, not an autotune cache")
             create_schema(conn)
         else:
-            cache.schema_version = check_schema(conn, path, tables, migrate=migrate)
+            cache.schema_version = check_schema(conn, path, tables, migrate=migrate and not read_only)
+            if read_only and cache.schema_version != SCHEMA_VERSION:
+                raise CacheError(f"{path} has cache schema {cache.schema_version} and is opened read-only: "
+                                 f"this autotune reads {SCHEMA_VERSION}")
+        if read_only:
+            create_views(conn, shipped=False)
         return cache
 
     def _names(self, fingerprint: str) -> tuple[str, ...] | None:
@@ -161,19 +194,17 @@ class Cache:
     # -- spaces ------------------------------------------------------------------------
     def put_space(self, identity: SpaceIdentity) -> str:
         signature = identity.signature
-        self._write(
-            "INSERT OR IGNORE INTO spaces(fingerprint, kernel, shape, dtype, device, versions, source_hash,"
-            " definition, created) VALUES (?,?,?,?,?,?,?,?,?)",
-            (identity.fingerprint, identity.space.kernel, json.dumps(list(signature["shape"])),
-             str(signature["dtype"]), identity.device, canonical_json(dict(identity.versions)),
-             identity.source_hash, canonical_json(identity.space.to_dict()), _now()),
-        )
+        self._table("spaces").insert(dict(
+            fingerprint=identity.fingerprint, kernel=identity.space.kernel, shape=json.dumps(list(signature["shape"])),
+            dtype=str(signature["dtype"]), device=identity.device, versions=canonical_json(dict(identity.versions)),
+            source_hash=identity.source_hash, definition=canonical_json(identity.space.to_dict()), created=_now(),
+        ), ignore=True)
         return identity.fingerprint
 
     def find_spaces(self, kernel: str, shape: tuple[int, ...] | None = None, dtype: str | None = None) -> list[SpaceRecord]:
         """Recorded spaces of a kernel (optionally one shape and dtype), most data first."""
-        sql = ("SELECT s.*, (SELECT COUNT(*) FROM evaluations e WHERE e.space_fingerprint = s.fingerprint"
-               " AND e.source = 'measured') AS n FROM spaces s WHERE kernel = ?")
+        sql = ("SELECT s.*, (SELECT COUNT(*) FROM all_evaluations e WHERE e.space_fingerprint = s.fingerprint"
+               " AND e.source = 'measured') AS n FROM all_spaces s WHERE kernel = ?")
         args: list[Any] = [kernel]
         if shape is not None:
             sql += " AND shape = ?"
@@ -185,7 +216,7 @@ class Cache:
         return [self._space_record(dict(zip(self._columns("spaces") + ["n"], r))) for r in rows]
 
     def get_space(self, fingerprint: str) -> SpaceRecord | None:
-        row = self.db.execute("SELECT * FROM spaces WHERE fingerprint = ?", (fingerprint,)).fetchone()
+        row = self.db.execute("SELECT * FROM all_spaces WHERE fingerprint = ?", (fingerprint,)).fetchone()
         return self._space_record(dict(zip(self._columns("spaces"), row))) if row else None
 
     @staticmethod
@@ -201,28 +232,36 @@ class Cache:
     def start_session(self, *, kernel: str, shape: tuple[int, ...], dtype: str, strategy: str, seed: int,
                       budget: int | None, seconds: float | None, fingerprint: str, device: str,
                       versions: Mapping[str, str], mode: str, options: Mapping[str, Any]) -> int:
-        cursor = self._write(
-            "INSERT INTO sessions(kernel, shape, dtype, strategy, seed, budget, seconds, space_fingerprint,"
-            " device, versions, mode, options, started) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (kernel, json.dumps(list(shape)), dtype, strategy, seed, budget, seconds, fingerprint, device,
-             canonical_json(dict(versions)), mode, canonical_json(dict(options)), _now()),
-        )
-        return int(cursor.lastrowid)
+        table = self._table("sessions").insert(dict(
+            kernel=kernel, shape=json.dumps(list(shape)), dtype=dtype, strategy=strategy, seed=seed, budget=budget,
+            seconds=seconds, space_fingerprint=fingerprint, device=device, versions=canonical_json(dict(versions)),
+            mode=mode, options=canonical_json(dict(options)), started=_now(),
+        ))
+        return int(table.last_rowid)
 
     def end_session(self, session_id: int, exit_reason: str, best_key: str | None) -> None:
-        self._write("UPDATE sessions SET ended = ?, exit_reason = ?, best_key = ? WHERE id = ?",
-                    (_now(), exit_reason, best_key, session_id))
+        self._table("sessions").update(session_id, {"ended": _now(), "exit_reason": exit_reason, "best_key": best_key})
 
     def reopen_session(self, session_id: int) -> None:
         """Mark a stopped session as running again (it is being resumed)."""
-        self._write("UPDATE sessions SET ended = NULL, exit_reason = NULL WHERE id = ?", (session_id,))
+        self._table("sessions").update(session_id, {"ended": None, "exit_reason": None})
 
     def session(self, session_id: int) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        row = self.db.execute("SELECT * FROM all_sessions WHERE id = ?", (session_id,)).fetchone()
         return self._session_dict(row) if row else None
 
+    def session_count(self) -> int:
+        """How many sessions can be read here (the user's and the shipped ones)."""
+        return int(self.db.execute("SELECT COUNT(*) FROM all_sessions").fetchone()[0])
+
+    def holds_session(self, session_id: int) -> bool:
+        """Whether a session is this database's own (not one read from the attached shipped data)."""
+        if self.read_only:
+            return False
+        return self.db.execute("SELECT 1 FROM main.sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT * FROM sessions ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        rows = self.db.execute("SELECT * FROM all_sessions ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [self._session_dict(r) for r in rows]
 
     def _session_dict(self, row: tuple) -> dict[str, Any]:
@@ -232,7 +271,7 @@ class Cache:
         data["options"] = json.loads(data["options"])
         counts = self.db.execute(
             "SELECT SUM(generation >= 0), SUM(generation >= 0 AND status != 'ok'), SUM(generation < 0)"
-            " FROM evaluations WHERE session_id = ?", (data["id"],),
+            " FROM all_evaluations WHERE session_id = ?", (data["id"],),
         ).fetchone()
         data["evaluations"], data["failures"], data["rebenchmarked"] = (int(c or 0) for c in counts)
         data["measured_on"] = self.measured_on_counts(data["id"])
@@ -242,11 +281,8 @@ class Cache:
     def record(self, session_id: int, fingerprint: str, generation: int, ordinal: int,
                candidate: Candidate, result: Result) -> None:
         """Write one evaluation as its own committed row."""
-        self._write(
-            f"INSERT INTO evaluations({_INSERT_COLUMNS}) VALUES ({_INSERT_MARKS})",
-            _evaluation_values(session_id, fingerprint, generation, ordinal, candidate, result, _now(),
-                               self._names(fingerprint)),
-        )
+        self._table("evaluations").insert(dict(zip(_INSERT_NAMES, _evaluation_values(
+            session_id, fingerprint, generation, ordinal, candidate, result, _now(), self._names(fingerprint)))))
 
     def record_many(self, session_id: int, fingerprint: str,
                     rows: list[tuple[int, int, Candidate, Result]], *, aliases: bool = False) -> None:
@@ -254,19 +290,13 @@ class Cache:
         thousands of recorded configs take seconds, and a failure leaves none of them behind.
         With `aliases`, also remember each candidate's point -> config mapping (as `record_alias`)."""
         now, names = _now(), self._names(fingerprint)
-        with _transaction(self.db.conn) as conn:
-            conn.executemany(
-                f"INSERT INTO evaluations({_INSERT_COLUMNS}) VALUES ({_INSERT_MARKS})",
-                [_evaluation_values(session_id, fingerprint, gen, ordinal, c, r, now, names)
-                 for gen, ordinal, c, r in rows],
-            )
+        with _transaction(self._writable()):
+            self._table("evaluations").insert_all(
+                dict(zip(_INSERT_NAMES, _evaluation_values(session_id, fingerprint, gen, ordinal, c, r, now, names)))
+                for gen, ordinal, c, r in rows)
             if aliases:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO aliases(space_fingerprint, params_key, params_json, config_json, config_key)"
-                    " VALUES (?,?,?,?,?)",
-                    [(fingerprint, params_key(c.params), params_text(c.params, names), canonical_json(dict(c.native)),
-                      c.key) for _, _, c, _ in rows],
-                )
+                self._table("aliases").insert_all((_alias_row(fingerprint, c.params, c, names) for _, _, c, _ in rows),
+                                                  ignore=True)
 
     def merge_from(self, path: str | Path, *, fork_divergent: bool = False) -> dict[str, int]:
         """Copy every space, session, evaluation, baseline and alias of another database into this one.
@@ -285,25 +315,23 @@ class Cache:
         other = Cache.open(path, migrate=False)  # refuses missing, foreign and newer files with a clear message
         source_columns = {table: other._columns(table) for table in ("evaluations", "baselines", "calibrations")}
         other.close()
-        return merge_into(self.db.conn, path, {table: self._columns(table) for table in source_columns},
-                          source_columns, self._columns("sessions"), fork_divergent=fork_divergent)
+        try:
+            return merge_into(self._writable(), path, {table: self._columns(table) for table in source_columns},
+                              source_columns, self._columns("sessions"), fork_divergent=fork_divergent)
+        except sqlite3.DatabaseError as error:  # damage found only once the rows are read
+            raise DamagedDatabase(str(error)) from None
 
     def record_alias(self, fingerprint: str, raw: Mapping[str, Any], candidate: Candidate) -> None:
         """Remember which normalised config a raw point became (replay needs this off the GPU)."""
-        self._write(
-            "INSERT OR IGNORE INTO aliases(space_fingerprint, params_key, params_json, config_json, config_key)"
-            " VALUES (?,?,?,?,?)",
-            (fingerprint, params_key(raw), params_text(candidate.params, self._names(fingerprint)),
-             canonical_json(dict(candidate.native)), candidate.key),
-        )
+        self._table("aliases").insert(_alias_row(fingerprint, raw, candidate, self._names(fingerprint)), ignore=True)
 
     def aliases(self, fingerprint: str) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         """Raw point key -> (normalised point, native config) for a space; an alias whose JSON
         `compact` dropped reads it from the evaluation of its config."""
         rows = self.db.execute(
             "SELECT a.params_key, COALESCE(a.params_json, e.params_json), COALESCE(a.config_json, e.config_json)"
-            " FROM aliases a LEFT JOIN evaluations e ON a.params_json IS NULL AND e.id = (SELECT MIN(id) FROM"
-            " evaluations WHERE space_fingerprint = a.space_fingerprint AND config_key = a.config_key)"
+            " FROM all_aliases a LEFT JOIN all_evaluations e ON a.params_json IS NULL AND e.id = (SELECT MIN(id) FROM"
+            " all_evaluations WHERE space_fingerprint = a.space_fingerprint AND config_key = a.config_key)"
             " WHERE a.space_fingerprint = ?", (fingerprint,)
         ).fetchall()
         return {k: (self._point(p, fingerprint), json.loads(c)) for k, p, c in rows}
@@ -311,7 +339,7 @@ class Cache:
     def lookup(self, fingerprint: str, key: str) -> Result | None:
         """The latest search-time measurement of a config for a space, or None."""
         row = self.db.execute(
-            f"SELECT {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND config_key = ?"
+            f"SELECT {_RESULT_COLUMNS} FROM all_evaluations WHERE space_fingerprint = ? AND config_key = ?"
             f" AND source = 'measured' AND generation >= 0 ORDER BY id DESC LIMIT 1", (fingerprint, key),
         ).fetchone()
         return _result(row) if row else None
@@ -325,7 +353,7 @@ class Cache:
         grouped: dict[str, list[Result]] = {}
         condition = "generation < 0" if rebench else "generation >= 0"
         for row in self.db.execute(
-            f"SELECT {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND source = 'measured'"
+            f"SELECT {_RESULT_COLUMNS} FROM all_evaluations WHERE space_fingerprint = ? AND source = 'measured'"
             f" AND {condition} ORDER BY id", (fingerprint,),
         ):
             grouped.setdefault(row[0], []).append(_result(row))
@@ -334,14 +362,14 @@ class Cache:
     def distinct_valid(self, fingerprint: str) -> int:
         """How many distinct configs of a space were measured and ran correctly (any session)."""
         return self.db.execute(
-            "SELECT COUNT(DISTINCT config_key) FROM evaluations WHERE space_fingerprint = ? AND status = 'ok'"
+            "SELECT COUNT(DISTINCT config_key) FROM all_evaluations WHERE space_fingerprint = ? AND status = 'ok'"
             " AND source = 'measured'", (fingerprint,),
         ).fetchone()[0]
 
     def session_evaluations(self, session_id: int) -> list[EvaluationRow]:
         rows = self.db.execute(
             f"SELECT generation, ordinal, space_fingerprint, params_json, config_json, {_RESULT_COLUMNS}"
-            " FROM evaluations WHERE session_id = ? ORDER BY generation < 0, generation, ordinal, id", (session_id,),
+            " FROM all_evaluations WHERE session_id = ? ORDER BY generation < 0, generation, ordinal, id", (session_id,),
         ).fetchall()
         result = []
         for generation, ordinal, fingerprint, params_json, config_json, *rest in rows:
@@ -353,7 +381,7 @@ class Cache:
     def best(self, fingerprint: str) -> tuple[Candidate, Result] | None:
         """The fastest accurate config ever measured for a space."""
         row = self.db.execute(
-            f"SELECT params_json, config_json, {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ?"
+            f"SELECT params_json, config_json, {_RESULT_COLUMNS} FROM all_evaluations WHERE space_fingerprint = ?"
             " AND source = 'measured' AND status = 'ok' ORDER BY median_ms LIMIT 1", (fingerprint,),
         ).fetchone()
         if not row:
@@ -364,7 +392,7 @@ class Cache:
     def best_configs(self, fingerprint: str, limit: int) -> list[tuple[dict[str, Any], Result]]:
         """The `limit` fastest distinct accurate configs measured for a space (native form)."""
         rows = self.db.execute(
-            f"SELECT config_json, {_RESULT_COLUMNS} FROM evaluations WHERE space_fingerprint = ? AND source = 'measured'"
+            f"SELECT config_json, {_RESULT_COLUMNS} FROM all_evaluations WHERE space_fingerprint = ? AND source = 'measured'"
             " AND status = 'ok' ORDER BY median_ms", (fingerprint,),
         ).fetchall()
         best: dict[str, tuple[dict[str, Any], Result]] = {}
@@ -376,18 +404,16 @@ class Cache:
 
     # -- baselines ----------------------------------------------------------------------
     def record_baseline(self, session_id: int, fingerprint: str, name: str, result: Result) -> None:
-        self._write(
-            "INSERT INTO baselines(session_id, space_fingerprint, name, status, error, median_ms, min_ms, max_ms,"
-            " repetitions, rel_error, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (session_id, fingerprint, name, result.status.value, result.error[:4000], result.median_ms,
-             result.min_ms, result.max_ms, result.repetitions, result.rel_error, _now()),
-        )
+        self._table("baselines").insert(dict(
+            session_id=session_id, space_fingerprint=fingerprint, name=name, status=result.status.value,
+            error=result.error[:4000], median_ms=result.median_ms, min_ms=result.min_ms, max_ms=result.max_ms,
+            repetitions=result.repetitions, rel_error=result.rel_error, created=_now()))
 
     def baselines(self, *, session_id: int | None = None, fingerprint: str | None = None) -> dict[str, Result]:
         """Baselines of one session, or the latest of each name recorded for a space."""
         column, value = ("session_id", session_id) if session_id is not None else ("space_fingerprint", fingerprint)
         rows = self.db.execute(
-            f"SELECT name, status, error, median_ms, min_ms, max_ms, repetitions, rel_error FROM baselines"
+            f"SELECT name, status, error, median_ms, min_ms, max_ms, repetitions, rel_error FROM all_baselines"
             f" WHERE {column} = ? ORDER BY id", (value,),
         ).fetchall()
         return {
@@ -400,8 +426,8 @@ class Cache:
         """When a session's search began: after its baselines (torch eager, torch.compile, the
         copy) were measured, or at its first evaluation when it measured none."""
         row = self.db.execute(
-            "SELECT COALESCE((SELECT MAX(created) FROM baselines WHERE session_id = :id),"
-            " (SELECT MIN(created) FROM evaluations WHERE session_id = :id))", {"id": session_id},
+            "SELECT COALESCE((SELECT MAX(created) FROM all_baselines WHERE session_id = :id),"
+            " (SELECT MIN(created) FROM all_evaluations WHERE session_id = :id))", {"id": session_id},
         ).fetchone()
         return row[0] if row else None
 
@@ -409,17 +435,15 @@ class Cache:
     def record_calibration(self, session_id: int, fingerprint: str, worker: str, result: Result) -> None:
         """One worker's timing of the session's reference config (`result.key`), so measurements
         made on several GPUs can be checked against each other."""
-        self._write(
-            "INSERT INTO calibrations(session_id, space_fingerprint, worker, config_key, median_ms, min_ms, max_ms,"
-            " repetitions, created) VALUES (?,?,?,?,?,?,?,?,?)",
-            (session_id, fingerprint, worker, result.key, result.median_ms, result.min_ms, result.max_ms,
-             result.repetitions, _now()),
-        )
+        self._table("calibrations").insert(dict(
+            session_id=session_id, space_fingerprint=fingerprint, worker=worker, config_key=result.key,
+            median_ms=result.median_ms, min_ms=result.min_ms, max_ms=result.max_ms, repetitions=result.repetitions,
+            created=_now()))
 
     def calibrations(self, session_id: int) -> dict[str, Result]:
         """The reference config's timing on each worker of a session, keyed by worker."""
         rows = self.db.execute(
-            "SELECT worker, config_key, median_ms, min_ms, max_ms, repetitions FROM calibrations"
+            "SELECT worker, config_key, median_ms, min_ms, max_ms, repetitions FROM all_calibrations"
             " WHERE session_id = ? ORDER BY id", (session_id,),
         ).fetchall()
         return {worker: Result(key=key, status=Status.OK, median_ms=med, min_ms=lo, max_ms=hi, repetitions=reps or 0,
@@ -428,7 +452,7 @@ class Cache:
     def measured_on_counts(self, session_id: int) -> dict[str, int]:
         """How many of a session's rows each worker measured (rows with no worker left out)."""
         rows = self.db.execute(
-            "SELECT measured_on, COUNT(*) FROM evaluations WHERE session_id = ? AND measured_on IS NOT NULL"
+            "SELECT measured_on, COUNT(*) FROM all_evaluations WHERE session_id = ? AND measured_on IS NOT NULL"
             " GROUP BY measured_on ORDER BY measured_on", (session_id,),
         ).fetchall()
         return {worker: int(n) for worker, n in rows}
@@ -441,20 +465,22 @@ class Cache:
         config holds exactly (read back through it by `aliases`), and give free pages back.
         Returns the rows rewritten, the aliases shortened and the file's size before and after,
         in bytes."""
-        conn = self.db.conn
+        conn = self._writable()
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # so the file's size is the database's
         before = self.path.stat().st_size
         with _transaction(conn):
             rows = conn.execute("SELECT id, samples_json FROM evaluations WHERE samples_json IS NOT NULL").fetchall()
-            rewritten = [(samples_text(samples_from_text(text)), row_id) for row_id, text in rows]
+            points_rewritten = 0
+            rewritten = [(new, row_id) for row_id, text in rows if (new := samples_text(samples_from_text(text))) != text]
             conn.executemany("UPDATE evaluations SET samples_json = ? WHERE id = ?", rewritten)
             for table in ("evaluations", "aliases"):  # points still written as objects (schema 3)
                 key = "id" if table == "evaluations" else "rowid"
                 points = conn.execute(f"SELECT {key}, space_fingerprint, params_json FROM {table}"
                                       " WHERE params_json LIKE '{%'").fetchall()
-                conn.executemany(f"UPDATE {table} SET params_json = ? WHERE {key} = ?", [
-                    (params_text(json.loads(text), self._names(fingerprint)), row_id)
-                    for row_id, fingerprint, text in points])
+                changed = [(new, row_id) for row_id, fingerprint, text in points
+                           if (new := params_text(json.loads(text), self._names(fingerprint))) != text]
+                conn.executemany(f"UPDATE {table} SET params_json = ? WHERE {key} = ?", changed)
+                points_rewritten += len(changed) if table == "evaluations" else 0
             # Safe because one config key of a space has one normalised point and one native
             # config; the first evaluation (the one `aliases` reads) is required to match.
             shortened = conn.execute(
@@ -464,16 +490,24 @@ class Cache:
                 " aliases.params_json AND e.config_json = aliases.config_json)").rowcount
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in WAL mode the file shrinks only here
-        return {"rows": len(rows), "aliases": shortened, "bytes_before": before,
+        return {"rows": len(rewritten) + points_rewritten, "aliases": shortened, "bytes_before": before,
                 "bytes_after": self.path.stat().st_size}
 
     # -- plumbing --------------------------------------------------------------------------
     def _columns(self, table: str) -> list[str]:
         return [r[1] for r in self.db.execute(f"PRAGMA table_info({table})")]
 
-    def _write(self, sql: str, args: tuple) -> sqlite3.Cursor:
-        with _transaction(self.db.conn):
-            return self.db.conn.execute(sql, args)
+    def _writable(self) -> sqlite3.Connection:
+        """The connection, for a write; refused where this is the shipped data opened alone."""
+        if self.read_only:
+            raise CacheError(f"{self.path} is the shipped data and is read-only: record into a database of "
+                             "your own with --db PATH")
+        return self.db.conn
+
+    def _table(self, name: str) -> sqlite_utils.db.Table:
+        """A table of this database (never of the attached shipped file), for inserts and updates."""
+        self._writable()
+        return self.db.table(name)
 
     def integrity_ok(self) -> bool:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -484,7 +518,14 @@ _RESULT_COLUMNS = ("config_key, status, error, compile_s, bench_s, median_ms, mi
 _INSERT_COLUMNS = ("session_id, space_fingerprint, generation, ordinal, config_key, config_json, params_json, status,"
                    " error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions, rel_error, source,"
                    " samples_json, created, measured_on")
-_INSERT_MARKS = ", ".join("?" * len(_INSERT_COLUMNS.split(",")))
+_INSERT_NAMES = tuple(name.strip() for name in _INSERT_COLUMNS.split(","))
+
+
+def _alias_row(fingerprint: str, raw: Mapping[str, Any], candidate: Candidate,
+               names: Sequence[str] | None) -> dict[str, Any]:
+    return {"space_fingerprint": fingerprint, "params_key": params_key(raw),
+            "params_json": params_text(candidate.params, names), "config_json": canonical_json(dict(candidate.native)),
+            "config_key": candidate.key}
 
 
 def _evaluation_values(session_id: int, fingerprint: str, generation: int, ordinal: int, candidate: Candidate,
@@ -540,6 +581,22 @@ def samples_from_text(text: str) -> tuple[float, ...]:
             return tuple(float(v) for v in np.frombuffer(base64.b64decode(data["f32"]), dtype="<f4"))
         return tuple(float(v) for v in np.asarray(data["float32"], dtype=np.float32))
     return tuple(float(v) for v in data)
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether an error met mid-command is sqlite finding a damaged file (not a bug of ours)."""
+    return isinstance(error, sqlite3.DatabaseError) and getattr(error, "sqlite_errorname", "") in (
+        "SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def checkpoint(path: str | Path) -> None:
+    """Fold a database's write-ahead log into the file, so its bytes alone hold every row (what a
+    distributed worker sends home)."""
+    conn = sqlite3.connect(str(path))
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
 
 
 def _result(row: tuple) -> Result:

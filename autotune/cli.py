@@ -16,6 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from autotune.cache import Cache, CacheError
+from autotune.databases import add_arguments as add_database_arguments
+from autotune.databases import open_for_reading
 from autotune.errors import UserError
 
 EXIT_USAGE = 2
@@ -42,6 +44,10 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _session_or_last(text: str) -> int | str:
+    return "last" if text.strip().lower() == "last" else _positive_int(text)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, not a usage dump
         raise UserError(message)
@@ -66,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--seed-from", default="default",
                       help="seeds evaluated first: comma-separated from default, heuristic, cache")
-    tune.add_argument("--resume", type=_positive_int, default=None, metavar="SESSION",
-                      help="continue a stopped session: nothing measured is measured again")
+    tune.add_argument("--resume", type=_session_or_last, default=None, metavar="SESSION",
+                      help="continue a stopped session of --db (an id, or 'last' for the newest unfinished one): "
+                           "nothing measured is measured again")
     tune.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="a strategy option, e.g. --option effort=full or --option copies=4 (repeatable)")
     tune.add_argument("--config", action="append", default=[], metavar="JSON_OR_FILE",
@@ -76,9 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--grid", default="", help="grid strategy: comma-separated parameters (default: all)")
     tune.add_argument("--grid-sample", action="store_true", help="grid strategy: sample the grid if over budget")
     tune.add_argument("--generation-size", type=_positive_int, default=None)
-    tune.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
+    add_database_arguments(tune, writes=True)
     tune.add_argument("--replay", action="store_true", help="answer from the database even if a GPU is present")
-    tune.add_argument("--replay-db", default="replays.db", help="where replay sessions are recorded")
     tune.add_argument("--space", default=None, help="replay: fingerprint (or prefix) of the recorded space to use")
     tune.add_argument("--fresh", action="store_true", help="measure again even configs already recorded")
     tune.add_argument("--interpret", action="store_true",
@@ -109,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "sessions":
             sub.add_argument("session", metavar="SESSION_OR_KERNEL",
                              help="a session id, or a kernel (a built-in name or path/to/file.py:NAME)")
-        sub.add_argument("--db", default="cache.db")
+        add_database_arguments(sub)
         if name == "export":
             sub.add_argument("--format", choices=("python", "json", "helion-aot"), default="python",
                              help="for a kernel: json (autotune.configured(table=...)), python (a module with "
@@ -169,11 +175,12 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     request = TuneRequest(
         kernel=args.kernel, shape=args.shape, dtype=args.dtype, strategy=args.strategy, budget=args.budget,
-        seconds=args.seconds, seed=args.seed, generation_size=args.generation_size, db=Path(args.db),
-        replay=args.replay, replay_db=Path(args.replay_db), space=args.space, fresh=args.fresh,
+        seconds=args.seconds, seed=args.seed, generation_size=args.generation_size, db=args.db,
+        shipped=args.shipped, replay=args.replay, space=args.space, fresh=args.fresh,
         compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
-        seed_from=args.seed_from, resume=args.resume, strategy_options=_parse_options(args.option),
+        seed_from=args.seed_from, resume=args.resume if args.resume != "last" else None,
+        resume_last=args.resume == "last", strategy_options=_parse_options(args.option),
         configs=tuple(args.config),
         timing_target_ms=args.timing_ms, slow_factor=args.slow_factor,
         compile_timeout_factor=args.compile_timeout_factor, workers=args.workers, interpret=args.interpret,
@@ -203,14 +210,15 @@ def _parse_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
     return tuple(options)
 
 
-def _open_existing(path: str) -> Cache:
-    return Cache.open(path)
+def _open_existing(args: argparse.Namespace) -> Cache:
+    """The user's database with the shipped data read beside it (see autotune.databases)."""
+    return open_for_reading(args.db, args.shipped)
 
 
 def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
     from autotune.report import sessions_table
 
-    cache = _open_existing(args.db)
+    cache = _open_existing(args)
     console.print(sessions_table(cache.sessions(args.limit), wide=args.wide))
     return 0
 
@@ -237,7 +245,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         from autotune.commands.kernel_table import show_kernel
 
         return show_kernel(args, console)
-    cache = _open_existing(args.db)
+    cache = _open_existing(args)
     print_session(cache, _session_or_fail(cache, args.session), console)
     return 0
 
@@ -252,7 +260,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         return export_kernel(args, console)
     if args.format == "helion-aot" or args.out:
         raise UserError("--format helion-aot and --out are for a kernel's configs at every shape, not a session")
-    cache = _open_existing(args.db)
+    cache = _open_existing(args)
     session = _session_or_fail(cache, args.session)
     best = session_best(cache, session["id"])
     if best is None:
@@ -287,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as error:  # noqa: BLE001 - last resort: one line unless --debug
         if _damaged_database(error):  # found mid-command, past the checks made on opening
-            names = " or ".join(str(getattr(args, a)) for a in ("db", "replay_db") if getattr(args, a, None))
+            names = " or ".join(str(getattr(args, a)) for a in ("db", "shipped") if getattr(args, a, None))
             print(f"autotune: error: database {names or '(unknown)'} is damaged ({error}): restore it from a copy; "
                   "sqlite3 FILE 'PRAGMA integrity_check' shows the damage", file=sys.stderr)
             return EXIT_USAGE
@@ -299,10 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _damaged_database(error: Exception) -> bool:
-    import sqlite3
+    from autotune.cache import is_damage
 
-    return isinstance(error, sqlite3.DatabaseError) and getattr(error, "sqlite_errorname", "") in (
-        "SQLITE_CORRUPT", "SQLITE_NOTADB")
+    return is_damage(error)
 
 
 if __name__ == "__main__":

@@ -81,11 +81,12 @@ class ConfigTable:
 
     # -- sources ------------------------------------------------------------------------------
     @classmethod
-    def from_db(cls, kernel: Any, db: str | Path | Sequence[str | Path], *, device: str | None = None) -> "ConfigTable":
+    def from_db(cls, kernel: Any, db: str | Path | Sequence[str | Path], *, device: str | None = None,
+                shipped: str | Path | None = None) -> "ConfigTable":
         """The best measured config per shape and dtype for `kernel` (an autotune.Kernel) in one or
-        more databases; `device` keeps only data measured on that GPU (default: every GPU, the
+        more databases, each read with the `shipped` data beside it; `device` keeps only data measured on that GPU (default: every GPU, the
         fastest winning where two measured one shape)."""
-        from autotune.cache import Cache
+        from autotune.databases import open_for_reading
         from search_spaces.fingerprint import source_hash
 
         paths = [db] if isinstance(db, (str, Path)) else list(db)
@@ -93,9 +94,9 @@ class ConfigTable:
         table = cls(kernel=kernel.name, family=kernel.family, source_hash=wanted)
         best: dict[tuple[tuple[int, ...], str], Entry] = {}
         for path in paths:
-            if not Path(path).exists():
+            if not Path(path).exists() and (shipped is None or not Path(shipped).exists()):
                 continue
-            cache = Cache.open(path)
+            cache = open_for_reading(path, shipped)
             try:
                 for record in cache.find_spaces(kernel.name):
                     if record.source_hash != wanted or record.device == "cpu":

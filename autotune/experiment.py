@@ -29,7 +29,7 @@ from autotune.errors import UserError
 @dataclass(frozen=True)
 class ExperimentOptions:
     folder: Path
-    db: Path
+    db: Path  # the user's database: `run` records here; reports read it with the shipped data
     out: Path  # where the report (Markdown and PNGs) is written
     dtype: str = "float16"
     shapes: tuple[str, ...] = ()  # a subset of the study's shapes; empty: all
@@ -39,6 +39,7 @@ class ExperimentOptions:
     workers: str | None = None  # spread whole jobs over a Dask cluster (see autotune.distributed)
     again: bool = False  # run jobs already recorded once more
     deadline_at: float | None = None  # time.monotonic() by which the run stops (see execute_jobs)
+    shipped: Path | None = Path("cache.db")  # the shipped measurements, read beside `db`
 
 
 class DeadlineReached(KeyboardInterrupt):

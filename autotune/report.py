@@ -172,7 +172,8 @@ def _workers_cell(counts: dict[str, int]) -> str:
 
 
 def _data_from(options: dict[str, Any]) -> str:
-    """The database a session measured into or replayed, or the file it was imported from."""
+    """The database a session recorded into (and the shipped data it read beside it), or the file
+    it was imported from."""
     if options.get("db"):
-        return str(options["db"])
+        return str(options["db"]) + (f" + {options['shipped']}" if options.get("shipped") else "")
     return f"file {options['file']}" if options.get("file") else "-"

@@ -27,7 +27,7 @@ class ConfiguredKernel:
     """`kernel` with a config chosen per call shape from `table` (see the module docstring)."""
 
     def __init__(self, kernel: Kernel, table: ConfigTable, *, tune_unseen: Mapping[str, Any] | None = None,
-                 db: str | Path = "cache.db") -> None:
+                 db: str | Path = "user.db") -> None:
         self.kernel, self.table = kernel, table
         self.tune_unseen = dict(tune_unseen) if tune_unseen is not None else None
         self.db = Path(db)
@@ -91,16 +91,17 @@ class ConfiguredKernel:
         return Pick(EXACT, dict(result.best_native), key[0])
 
 
-def configured(kernel: Any, *, db: str | Path | Sequence[str | Path] = "cache.db", table: str | Path | None = None,
-               device: str | None = None, tune_unseen: Mapping[str, Any] | None = None) -> ConfiguredKernel:
+def configured(kernel: Any, *, db: str | Path | Sequence[str | Path] = "user.db", table: str | Path | None = None,
+               device: str | None = None, tune_unseen: Mapping[str, Any] | None = None,
+               shipped: str | Path | None = "cache.db") -> ConfiguredKernel:
     """`kernel` (an autotune.Kernel, a @helion.kernel or a locator) choosing its config per call
     shape from the recorded sessions in `db` (one path or several), or from a table written by
-    `autotune export KERNEL --format json` (`table=`, no database needed).  `device` keeps only
-    measurements made on that GPU."""
+    `autotune export KERNEL --format json` (`table=`, no database needed).  The shipped data
+    (`shipped`) is read beside each database.  `device` keeps only measurements made on that GPU."""
     kernel = resolve_kernel(kernel) if isinstance(kernel, str) else as_kernel(kernel)
     if table is not None:
         loaded = ConfigTable.load(table)
     else:
-        loaded = ConfigTable.from_db(kernel, db, device=device)
-    first_db = db if isinstance(db, (str, Path)) else (list(db) or ["cache.db"])[0]
+        loaded = ConfigTable.from_db(kernel, db, device=device, shipped=shipped)
+    first_db = db if isinstance(db, (str, Path)) else (list(db) or ["user.db"])[0]
     return ConfiguredKernel(kernel, loaded, tune_unseen=tune_unseen, db=first_db)

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from autotune.cache import Cache, SpaceRecord
 from autotune.cache_merge import FORKED
+from autotune.databases import SHIPPED_DB, open_for_reading, open_for_writing
 from autotune.errors import UserError
 from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
@@ -30,9 +31,8 @@ class TuneRequest:
     seconds: float | None
     seed: int
     generation_size: int | None
-    db: Path
+    db: Path  # the user's database: every session is recorded here, and read with the shipped data
     replay: bool
-    replay_db: Path
     space: str | None
     fresh: bool
     compile_workers: int | None
@@ -52,12 +52,14 @@ class TuneRequest:
     experiment: tuple[tuple[str, Any], ...] = ()
     workers: str | None = None  # --workers: spread evaluation over a Dask cluster (local-gpus, local:N, address)
     interpret: bool = False  # run configs on the CPU through the Triton interpreter (correctness, not speed)
+    shipped: Path | None = SHIPPED_DB  # the shipped measurements: read beside `db`, never written
+    resume_last: bool = False  # --resume last: the latest unfinished session of `db`
 
 
 def gpu_available() -> bool:
-    import torch
+    from autotune.device import gpu_available as available
 
-    return torch.cuda.is_available()
+    return available()
 
 
 FINISHED = ("budget", "strategy finished", "strategy exhausted", FORKED)
@@ -68,14 +70,22 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
     `--seconds` given now is this call's wall clock (a long recording made in short calls);
     without one, each call gets the session's own."""
     mode_replay = request.replay or not gpu_available()
-    path = request.replay_db if mode_replay else request.db
-    journal = Cache.open(path)
+    path = request.db
+    if not path.exists():
+        raise UserError(f"no database {path}: nothing to resume (sessions are recorded in --db, default user.db)")
+    journal = open_for_reading(path, request.shipped)
     try:
+        if request.resume_last:
+            request = replace(request, resume=_last_unfinished(journal, path))
         session = journal.session(request.resume)
+        own = journal.holds_session(request.resume)
     finally:
         journal.close()
     if session is None:
         raise UserError(f"no session {request.resume} in {path}")
+    if not own:
+        raise UserError(f"session {request.resume} is part of the shipped data ({request.shipped}), which is "
+                        f"read-only: start a new session instead (what it measured is reused, or replayed)")
     if session["exit_reason"] == FORKED:
         fork = session["options"].get("forked_from", {})
         raise UserError(f"session {request.resume} is a fork of session {fork.get('session')} kept by a merge: it "
@@ -102,6 +112,14 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
     )
 
 
+def _last_unfinished(journal: Cache, path: Path) -> int:
+    """--resume last: the newest session of the user's database that did not finish."""
+    for session in journal.sessions(limit=1_000_000):
+        if journal.holds_session(session["id"]) and session["exit_reason"] not in FINISHED:
+            return int(session["id"])
+    raise UserError(f"no unfinished session in {path} to resume")
+
+
 def _stored_factor(value: float | None) -> float:
     """A session's factor as stored: null is infinity (JSON has none, sqlite's json_extract refuses one)."""
     return math.inf if value is None else float(value)
@@ -118,9 +136,9 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     from autotune.seeds import collect_seeds, heuristic_provenance, parse_sources, read_configs, user_seeds
     from autotune.strategies import UnknownStrategy, get_strategy
 
-    if request.resume is not None and request.configs:
+    if (request.resume is not None or request.resume_last) and request.configs:
         raise UserError("--config cannot be given with --resume: a resumed session evaluates its own configs")
-    if request.resume is not None:
+    if request.resume is not None or request.resume_last:
         request = resumed_request(request)
     elif not request.kernel or not request.shape:
         raise UserError("tune needs a kernel and --shape (or --resume SESSION)")
@@ -176,9 +194,10 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
                       f"strategy and seeds {set_up['strategy_and_seeds_s']:.1f} s, "
                       f"evaluator ready in {set_up['evaluator_s']:.1f} s")
     try:
-        journal = Cache.open(journal_path, create=True)
-        cache = cache or journal
-        options = {"db": str(request.db), "kernel_locator": spec.locator, "seed_from": request.seed_from, "grid": list(request.grid),
+        journal = open_for_writing(journal_path, request.shipped)
+        cache = journal  # reads see the user's rows and the shipped ones
+        options = {"db": str(request.db), "shipped": str(request.shipped) if request.shipped else None,
+                   "kernel_locator": spec.locator, "seed_from": request.seed_from, "grid": list(request.grid),
                    "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
                    **heuristic_provenance(task, sources),
                    "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
@@ -263,7 +282,7 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
     task = bind_live(spec, shape, dtype, "cuda", seed=request.seed)
     console.print(f"measuring on {task.identity.device}; space {task.fingerprint} "
                   f"({len(task.space.parameters)} parameters); recording into {request.db}")
-    cache = Cache.open(request.db) if request.db.exists() else None  # created once the request is valid
+    cache = _readable(request)  # the user's database is created once the request is valid
 
     def make_evaluator() -> Any:
         if request.workers is not None:
@@ -287,12 +306,19 @@ def _interpreter_parts(request: TuneRequest, spec, shape, dtype, console: Consol
     task = bind_live(spec, shape, dtype, "cpu", seed=request.seed)
     console.print(f"INTERPRETER: running {spec.name} on the CPU through the Triton interpreter (accuracy is "
                   f"checked; times are not GPU times); recording into {request.db}")
-    cache = Cache.open(request.db) if request.db.exists() else None
+    cache = _readable(request)
 
     def make_evaluator() -> Any:
         return InterpreterEvaluator(spec, shape, dtype, seed=request.seed)
 
     return task, cache, make_evaluator, request.db
+
+
+def _readable(request: TuneRequest) -> Cache | None:
+    """What earlier measurements can be read (seeds from the nearest shape, reuse), if any yet."""
+    if request.db.exists() or (request.shipped is not None and request.shipped.exists()):
+        return open_for_reading(request.db, request.shipped)
+    return None
 
 
 def choose_recorded_space(cache: Cache, spec, shape, dtype: str, wanted: str | None) -> SpaceRecord:
@@ -316,7 +342,7 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
     from autotune.evaluators.replay import ReplayEvaluator
     from autotune.kernels.registry import DTYPES, dtype_name
 
-    cache = Cache.open(request.db)
+    cache = open_for_reading(request.db, request.shipped)
     dtype = dtype_name(DTYPES[request.dtype])
     record = choose_recorded_space(cache, spec, shape, dtype, request.space)
     v = record.versions
@@ -333,4 +359,4 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
                                description=f"replay of {record.device} data",
                                rebench=cache.measurements(record.fingerprint, rebench=True))
 
-    return task, cache, make_evaluator, request.replay_db
+    return task, cache, make_evaluator, request.db

@@ -170,10 +170,11 @@ def chosen_config(task: Any, db: Path, given: str | None) -> tuple[dict[str, Any
     if given:
         return task.candidate_from_native({**task.default_candidate().native, **json.loads(given)}).native, "--config"
     from autotune.cache import Cache
+    from autotune.databases import open_for_reading
 
     best = []
     if db.exists():
-        cache = Cache.open(db)
+        cache = open_for_reading(db)
         try:
             for record in cache.find_spaces(task.spec.name, task.shape, task.dtype):
                 if record.source_hash != task.identity.source_hash:

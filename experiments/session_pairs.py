@@ -52,8 +52,9 @@ def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]])
 def random_sessions(db: Path) -> tuple[list[dict[str, Any]], dict[int, list[Any]]]:
     """The database's random-search sessions, oldest first, and their evaluations (not the final re-timing)."""
     from autotune.cache import Cache
+    from autotune.databases import open_for_reading
 
-    cache = Cache.open(db)
+    cache = open_for_reading(db)
     try:
         sessions = [s for s in reversed(cache.sessions(limit=1000)) if s["strategy"] == "random"]
         rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in sessions}

@@ -21,6 +21,7 @@ import math
 import time
 from pathlib import Path
 
+from autotune.databases import open_for_reading
 from autotune.cache import Cache
 from autotune.simulation.oracle import RecordedSpace
 from autotune.simulation.plot import convergence_plot
@@ -48,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cache = Cache.open(args.db)
+    cache = open_for_reading(args.db)
     lines = [f"# Search strategies on the recorded {args.spaces} spaces (simulated)", "",
              f"Each strategy ran {args.repeats} times (seeds 0..{args.repeats - 1}"
              + "".join(f"; {k}: {v} runs, it is slow" for k in SLOW if k in args.strategies.split(","))

@@ -30,14 +30,10 @@ H100 = DeviceLimits(name="NVIDIA H100 (default)", smem_per_block=H100_SMEM_PER_B
 
 def current_device() -> DeviceLimits:
     """The first CUDA device's limits, or the H100 defaults when there is no GPU."""
-    try:
-        import torch
+    from autotune.device import info
 
-        if not torch.cuda.is_available():
-            return H100
-        props = torch.cuda.get_device_properties(0)
-    except Exception:  # noqa: BLE001 - a broken driver is the same as no GPU here
+    props = info(0)
+    if props is None:
         return H100
-    smem = int(getattr(props, "shared_memory_per_block_optin", 0) or H100_SMEM_PER_BLOCK_BYTES)
-    return DeviceLimits(name=str(props.name), smem_per_block=smem, sm_count=int(props.multi_processor_count),
-                        source="torch.cuda")
+    smem = props.smem_per_block_optin or H100_SMEM_PER_BLOCK_BYTES
+    return DeviceLimits(name=props.name, smem_per_block=smem, sm_count=props.sm_count, source="torch.cuda")

@@ -28,15 +28,10 @@ def toolchain_versions() -> dict[str, str]:
 
 
 def current_device_name() -> str:
-    """The GPU's name, or 'cpu' where there is none."""
-    try:
-        import torch
+    """The GPU's name, or 'cpu' where there is none (see autotune.device)."""
+    from autotune.device import device_name
 
-        if torch.cuda.is_available():
-            return torch.cuda.get_device_name(0)
-    except Exception:
-        pass
-    return "cpu"
+    return device_name(0)
 
 
 @dataclass(frozen=True)

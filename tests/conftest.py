@@ -34,6 +34,16 @@ DTYPE = torch.float16
 
 
 # -- guard: the repository's own database is never touched -------------------------------------
+@pytest.fixture(scope="session", autouse=True)
+def _session_in_tmp(tmp_path_factory):
+    """Module- and session-scoped fixtures run before the per-test directory below: they too must
+    not find the repository's cache.db as the default shipped data (tests that want it name it)."""
+    previous = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(previous)
+
+
 @pytest.fixture(autouse=True)
 def _work_in_tmp(tmp_path, monkeypatch):
     """Every test runs in its own temporary directory, so a default path such as 'cache.db' or

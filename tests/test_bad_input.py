@@ -19,6 +19,7 @@ import torch
 import autotune.tuning
 from autotune import cli
 from autotune.cache import SCHEMA_VERSION, Cache, CacheError
+from autotune.cache_layers import USER_SESSIONS_FROM
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel, parse_shape
 from autotune.kernels.softmax_triton import triton_space
@@ -32,7 +33,7 @@ SHAPE = "64x40000"  # wide enough rows for the Triton space's elements-per-threa
 # a time for a bad one.
 COMMANDS = {
     "kernels": ["kernels"],
-    "tune": ["tune", "softmax-triton", "--shape", SHAPE, "--budget", "2", "--db", "DB", "--replay-db", "r.db"],
+    "tune": ["tune", "softmax-triton", "--shape", SHAPE, "--budget", "2", "--shipped", "DB", "--db", "r.db"],
     "sessions": ["sessions", "--db", "DB"],
     "show": ["show", "1", "--db", "DB"],
     "export": ["export", "1", "--db", "DB", "--format", "json"],
@@ -41,7 +42,7 @@ COMMANDS = {
     "export-space": ["export-space", "--session", "1", "--db", "DB"],
     "import-space": ["import-space", "KT", "--db", "DB"],  # KT: a Kernel Tuner file made by export-space
     "seeds": ["seeds", "softmax-triton", "--shape", SHAPE],
-    "merge": ["merge", "DB", "--into", "merged.db"],
+    "merge": ["merge", "DB", "--into", "merged.db", "--create"],
     "compact": ["compact", "--db", "DB"],
     "simulate": ["simulate", "softmax-triton", "--shape", SHAPE, "--db", "DB", "--repeats", "1", "--budget", "2"],
     # Its report needs sessions of the study, which the recorded database has none of; its bad
@@ -191,7 +192,7 @@ def test_bad_replay_journal_is_refused_before_anything_is_written(fault, recorde
     journal = tmp_path / "journal.db"
     make_fault(fault, journal, recorded)
     before = snapshot(tmp_path)
-    args = [*with_db("tune", str(db)), "--replay-db", str(journal)]
+    args = [*with_db("tune", str(db)), "--db", str(journal)]  # the last --db wins: the journal
     line = assert_one_line_error(*run_main(args, capsys))
     assert str(journal) in line
     assert_unchanged(before, snapshot(tmp_path))
@@ -428,8 +429,8 @@ def test_resume_brings_back_the_user_configs(db, tmp_path, capsys):
     assert run_main(args, capsys)[0] == 0
     _sql("UPDATE sessions SET exit_reason = 'interrupted'")(tmp_path / "r.db")  # as if killed
     request = TuneRequest(kernel=None, shape=None, dtype="float16", strategy="random", budget=None, seconds=None,
-                          seed=0, generation_size=None, db=db, replay=True, replay_db=tmp_path / "r.db", space=None,
-                          fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=1)
+                          seed=0, generation_size=None, db=tmp_path / "r.db", shipped=db, replay=True, space=None,
+                          fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=USER_SESSIONS_FROM)
     (config,) = resumed_request(request).configs
     assert json.loads(config)["num_warps"] == 16 and len(json.loads(config)) == 3
     assert resumed_request(request).seconds is None  # the session's own wall clock: none was given
@@ -449,8 +450,8 @@ def test_a_session_keeps_its_factors_through_json_and_resume(db, tmp_path, capsy
     # JSON has no infinity: null stands for it
     assert session["options"]["slow_factor"] == session["options"]["compile_timeout_factor"] == stored
     request = TuneRequest(kernel=None, shape=None, dtype="float16", strategy="random", budget=None, seconds=None,
-                          seed=0, generation_size=None, db=db, replay=True, replay_db=tmp_path / "r.db", space=None,
-                          fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=1)
+                          seed=0, generation_size=None, db=tmp_path / "r.db", shipped=db, replay=True, space=None,
+                          fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=USER_SESSIONS_FROM)
     assert resumed_request(request).slow_factor == resumed_request(request).compile_timeout_factor == resumed
 
 

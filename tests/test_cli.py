@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autotune.cache_layers import USER_SESSIONS_FROM
 from autotune.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.history import session_best
@@ -24,7 +25,7 @@ from autotune.session import Session, SessionSettings
 from autotune.strategies import get_strategy
 from conftest import all_counts, hashed_cost, run_cli, table_count
 
-TUNE = ["tune", "softmax-triton", "--shape", "64x1000", "--db", "a.db", "--replay-db", "r.db"]
+TUNE = ["tune", "softmax-triton", "--shape", "64x1000", "--shipped", "a.db", "--db", "r.db"]
 
 
 def _junk(directory: Path) -> None:
@@ -37,10 +38,10 @@ def _empty_cache(directory: Path) -> None:
 
 # id -> (arguments, setup)
 BAD_INPUT = {
-    "unknown kernel": (["tune", "nope", "--shape", "64x1000", "--db", "a.db", "--replay-db", "r.db"], None),
-    "shape 4096y": (["tune", "softmax", "--shape", "4096y", "--db", "a.db", "--replay-db", "r.db"], None),
-    "shape 0x5": (["tune", "softmax-triton", "--shape", "0x5", "--db", "a.db", "--replay-db", "r.db"], None),
-    "shape 12": (["tune", "softmax", "--shape", "12", "--db", "a.db", "--replay-db", "r.db"], None),
+    "unknown kernel": (["tune", "nope", "--shape", "64x1000", "--shipped", "a.db", "--db", "r.db"], None),
+    "shape 4096y": (["tune", "softmax", "--shape", "4096y", "--shipped", "a.db", "--db", "r.db"], None),
+    "shape 0x5": (["tune", "softmax-triton", "--shape", "0x5", "--shipped", "a.db", "--db", "r.db"], None),
+    "shape 12": (["tune", "softmax", "--shape", "12", "--shipped", "a.db", "--db", "r.db"], None),
     "dtype float64": ([*TUNE, "--dtype", "float64"], None),
     "budget 0": ([*TUNE, "--budget", "0"], None),
     "budget -3": ([*TUNE, "--budget", "-3"], None),
@@ -53,7 +54,7 @@ BAD_INPUT = {
     "export without db": (["export", "1"], None),
     "sessions junk db": (["sessions", "--db", "junk.db"], _junk),
     "show junk db": (["show", "1", "--db", "junk.db"], _junk),
-    "replay junk db": (["tune", "softmax-triton", "--shape", "64x1000", "--db", "junk.db", "--replay-db", "r.db"],
+    "replay junk db": (["tune", "softmax-triton", "--shape", "64x1000", "--shipped", "junk.db", "--db", "r.db"],
                        _junk),
     "show unknown session": (["show", "7", "--db", "ok.db"], _empty_cache),
     "export unknown session": (["export", "7", "--db", "ok.db", "--format", "json"], _empty_cache),
@@ -158,8 +159,8 @@ def replay_run(triton_task, tmp_path_factory):
     db = directory / "measured.db"
     session_id = _record(triton_task, db, strategy="grid", budget=1000)  # the whole declared space
     before = all_counts(db)
-    done = run_cli(["tune", "softmax-triton", "--shape", "64x1000", "--budget", "10", "--seed", "3", "--db", str(db),
-                    "--replay-db", str(directory / "r.db")], directory)
+    done = run_cli(["tune", "softmax-triton", "--shape", "64x1000", "--budget", "10", "--seed", "3", "--shipped", str(db),
+                    "--db", str(directory / "r.db")], directory)
     return directory, db, session_id, before, done
 
 
@@ -188,7 +189,7 @@ def test_cli_show_sessions_and_export(replay_run, triton_task, monkeypatch):
 
     directory, db, session_id, _, _ = replay_run
     commands = {
-        "show": ["show", "1", "--db", str(directory / "r.db")],
+        "show": ["show", str(USER_SESSIONS_FROM), "--db", str(directory / "r.db")],
         "sessions": ["sessions", "--db", str(db)],
         "python": ["export", str(session_id), "--db", str(db), "--format", "python"],
         "json": ["export", str(session_id), "--db", str(db), "--format", "json"],
@@ -197,7 +198,7 @@ def test_cli_show_sessions_and_export(replay_run, triton_task, monkeypatch):
     results = {name: _run_in_process(args, directory) for name, args in commands.items()}
     for name, done in results.items():
         assert done.returncode == 0, (name, done.stderr)
-    assert "session 1" in results["show"].stdout
+    assert f"session {USER_SESSIONS_FROM}" in results["show"].stdout
     assert "softmax-triton" in results["sessions"].stdout
 
     cache = Cache.open(db)

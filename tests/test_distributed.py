@@ -406,7 +406,7 @@ def test_merge_a_schema_1_database_into_a_schema_2_one_leaves_the_source_as_it_w
     source = make_v1_database(tmp_path / "v1.db")
     before = source.read_bytes()
     target = tmp_path / "home.db"
-    assert cli.main(["merge", str(source), "--into", str(target)]) == 0
+    assert cli.main(["merge", str(source), "--into", str(target), "--create"]) == 0
     assert source.read_bytes() == before and _meta_version(source) == "1"
     journal = Cache.open(target)
     (session,) = journal.sessions()
@@ -424,7 +424,7 @@ def test_merge_a_schema_2_database_keeps_where_rows_were_measured_and_the_calibr
     counts, calibration = journal.measured_on_counts(outcome.session_id), journal.calibrations(outcome.session_id)
     journal.close()
     make_v1_database(tmp_path / "v1.db")
-    assert cli.main(["merge", str(tmp_path / "v1.db"), str(source), "--into", str(target)]) == 0
+    assert cli.main(["merge", str(tmp_path / "v1.db"), str(source), "--into", str(target), "--create"]) == 0
     home = Cache.open(target)
     merged = next(s for s in home.sessions() if s["kernel"] == triton_task.spec.name)
     assert home.measured_on_counts(merged["id"]) == counts and len(counts) >= 2
@@ -480,7 +480,7 @@ def test_tune_with_workers_records_where_and_resumes_with_the_same_workers(tmp_p
     assert "cpu0" in row and "cpu1" in row  # the measured-on column
     sqlite3.connect(db).execute("UPDATE sessions SET exit_reason = 'interrupted'").connection.commit()
     request = TuneRequest(kernel=None, shape=None, dtype="float16", strategy="random", budget=None, seconds=None,
-                          seed=0, generation_size=None, db=db, replay=False, replay_db=tmp_path / "r.db", space=None,
+                          seed=0, generation_size=None, db=db, replay=False, space=None,
                           fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=session["id"])
     assert resumed_request(request).workers == "local:2"
 

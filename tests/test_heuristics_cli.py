@@ -71,16 +71,17 @@ def test_a_heuristic_seeded_session_records_where_its_seeds_came_from(tmp_path, 
     import shutil
 
     from autotune.cache import Cache
+    from autotune.cache_layers import USER_SESSIONS_FROM
     from conftest import REPO
 
     shutil.copy(REPO / "cache.db", tmp_path / "measured.db")
     code = main(["tune", "softmax", "--shape", "1024x50257", "--seed-from", "heuristic", "--budget", "2", "--replay",
-                 "--db", str(tmp_path / "measured.db"), "--replay-db", str(tmp_path / "r.db")])
+                 "--shipped", str(tmp_path / "measured.db"), "--db", str(tmp_path / "r.db")])
     capsys.readouterr()
     assert code == 0
     cache = Cache.open(tmp_path / "r.db")
     try:
-        options = cache.session(1)["options"]
+        options = cache.session(USER_SESSIONS_FROM)["options"]
     finally:
         cache.close()
     record = options["heuristics"]

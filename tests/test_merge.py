@@ -69,7 +69,9 @@ def test_merge_renumbers_sessions_keeps_every_row_and_is_idempotent(tmp_path, tr
 def test_merge_into_a_new_file_copies_everything(tmp_path, triton_task):
     source, target = tmp_path / "a.db", tmp_path / "new.db"
     _tune(source, triton_task, seed=4)
-    assert main(["merge", str(source), "--into", str(target)]) == 0
+    assert main(["merge", str(source), "--into", str(target)]) == 2  # a new target only when asked for
+    assert not target.exists()
+    assert main(["merge", str(source), "--into", str(target), "--create"]) == 0
     assert _counts(target) == _counts(source)
 
 
@@ -234,7 +236,7 @@ def test_a_divergent_copy_kept_as_a_fork_holds_only_its_own_rows_once(tmp_path, 
     assert "1 kept as fork(s) (0 row(s))" in " ".join(capsys.readouterr().out.split())
     assert _counts(home) == after
 
-    assert main(["tune", "--resume", "2", "--replay", "--replay-db", str(home)]) == 2  # a fork cannot go on
+    assert main(["tune", "--resume", "2", "--replay", "--db", str(home)]) == 2  # a fork cannot go on
     assert "is a fork of session 1" in capsys.readouterr().err
 
 

@@ -116,7 +116,7 @@ def test_export_and_show_take_a_kernel_by_path(tmp_path: Path) -> None:
 
 def test_the_example_replays_on_a_cpu(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "autotune.cli", "tune", RMS, "--shape", "4096x16384", "--dtype",
-                           "float16", "--strategy", "random", "--budget", "5", "--seed", "1", "--replay-db",
+                           "float16", "--strategy", "random", "--budget", "5", "--seed", "1", "--db",
                            str(tmp_path / "replays.db")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "REPLAY" in done.stdout and "replay recorded as session" in done.stdout

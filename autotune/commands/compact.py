@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from autotune.cache import Cache
+from autotune.databases import SHIPPED_DB, USER_DB
 
 NAME = "compact"
 
@@ -21,7 +22,8 @@ def add_parser(subparsers: Any) -> None:
     sub = subparsers.add_parser(
         NAME, help="rewrite stored timing samples, points and aliases compactly (losslessly) and shrink the database "
              "file")
-    sub.add_argument("--db", default="cache.db", help="the database (default: cache.db)")
+    sub.add_argument("--db", default=str(USER_DB),
+                     help=f"the database (default: your {USER_DB}; the shipped {SHIPPED_DB} only when named)")
 
 
 def run(args: argparse.Namespace, console: Any) -> int:
@@ -30,6 +32,6 @@ def run(args: argparse.Namespace, console: Any) -> int:
         counts = cache.compact()
     finally:
         cache.close()
-    console.print(f"{args.db}: {counts['rows']} rows of timing samples rewritten, {counts['aliases']} aliases "
+    console.print(f"{args.db}: {counts['rows']} rows rewritten, {counts['aliases']} aliases "
                   f"shortened; {counts['bytes_before'] / 1e6:.1f} MB -> {counts['bytes_after'] / 1e6:.1f} MB")
     return 0

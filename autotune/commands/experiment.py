@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autotune.databases import add_arguments as add_database_arguments
 from autotune.errors import UserError
 from autotune.experiment import DeadlineReached, ExperimentOptions, load_experiment
 
@@ -29,7 +30,7 @@ def add_parser(subparsers: Any) -> None:
         parser = actions.add_parser(action, help=text)
         parser.add_argument("folder", help="the experiment's folder, e.g. experiments/softmax_study")
         parser.add_argument("--dtype", default="float16")
-        parser.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
+        add_database_arguments(parser, writes=action == "run")
         parser.add_argument("--out", default=None, help="report folder (default: FOLDER/report)")
         parser.add_argument("--shapes", default="", help="comma-separated subset of the experiment's shapes")
         if action == "run":
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
     experiment = load_experiment(args.folder)
     folder = Path(args.folder)
     options = ExperimentOptions(
-        folder=folder, db=Path(args.db), out=Path(args.out) if args.out else folder / "report", dtype=args.dtype,
+        folder=folder, db=Path(args.db), shipped=args.shipped, out=Path(args.out) if args.out else folder / "report", dtype=args.dtype,
         shapes=_listed(args.shapes), methods=_listed(getattr(args, "methods", "")),
         budget=getattr(args, "budget", None), seconds=getattr(args, "seconds", None),
         workers=getattr(args, "workers", None), again=getattr(args, "again", False),

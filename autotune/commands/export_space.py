@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from autotune.databases import add_arguments as add_database_arguments
+from autotune.databases import open_for_reading
 from autotune.cache import Cache
 from autotune.errors import UserError
 
@@ -27,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
     which.add_argument("--space", metavar="FINGERPRINT_PREFIX", help="every measurement of this space")
     which.add_argument("--session", type=positive_int, metavar="N", help="only the measurements of session N")
     sub.add_argument("--format", choices=("kernel-tuner",), default="kernel-tuner")
-    sub.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
+    add_database_arguments(sub)
     sub.add_argument("--out", default=None, metavar="FILE",
                      help="write here (gzip when it ends in .gz); default: standard output")
 
@@ -37,7 +39,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from autotune.interop.kernel_tuner_db import export_kernel_tuner, resolve_space
 
     out = None if args.out in (None, "-") else args.out
-    cache = Cache.open(args.db)
+    cache = open_for_reading(args.db, args.shipped)
     try:
         if args.session is not None:
             session = cache.session(args.session)

@@ -12,7 +12,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from autotune.cache import Cache
+from autotune.databases import add_arguments as add_database_arguments
+from autotune.databases import open_for_writing
 
 NAME = "import-space"
 
@@ -20,7 +21,7 @@ NAME = "import-space"
 def add_parser(subparsers: Any) -> None:
     sub = subparsers.add_parser(NAME, help="import a Kernel Tuner cache file (gzip or plain JSON) as a recorded space")
     sub.add_argument("file", help="a Kernel Tuner cache file, e.g. convolution_A100.json.gz")
-    sub.add_argument("--db", default="cache.db", help="the database to import into (created if missing)")
+    add_database_arguments(sub, writes=True)
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from autotune.interop.kernel_tuner_db import import_into_cache
 
     ks = read_kernel_tuner_file(args.file)
-    cache = Cache.open(args.db, create=True)
+    cache = open_for_writing(args.db, args.shipped)
     try:
         fingerprint, session_id = import_into_cache(cache, ks, Path(args.file).name)
         best = cache.best(fingerprint)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autotune.databases import open_for_reading
 from autotune.errors import UserError
 
 
@@ -24,8 +25,8 @@ def _table(args: argparse.Namespace):
     from autotune.kernel_loader import resolve_kernel
 
     kernel = resolve_kernel(args.session)
-    Cache.open(args.db).close()  # a missing or foreign database: one line
-    return kernel, ConfigTable.from_db(kernel, args.db, device=args.device)
+    open_for_reading(args.db, args.shipped).close()  # a missing or foreign database: one line
+    return kernel, ConfigTable.from_db(kernel, args.db, device=args.device, shipped=args.shipped)
 
 
 def show_kernel(args: argparse.Namespace, console: Console) -> int:

@@ -1,6 +1,7 @@
-"""`autotune merge SOURCE... [--into cache.db]`: bring measurements made elsewhere home.
+"""`autotune merge SOURCE... [--into user.db]`: bring measurements made elsewhere home.
 
-Typical use: tune on a GPU machine into a copy of cache.db, copy it back, merge it.  Sessions
+Typical use: tune on a GPU machine into a database of its own, copy it back, merge it into
+yours (`--into` defaults to user.db; the shipped cache.db changes only when named).  Sessions
 are renumbered; a session the copy continued (`tune --resume`, an experiment cell run again) is
 brought up to date with the rows and the end it got there; merging the same file twice adds
 nothing.  A copy whose session went another way than the one here (resumed in two places) is
@@ -11,11 +12,11 @@ kept as a new session, a fork that names the original and cannot be resumed.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 from pathlib import Path
 from typing import Any
 
-from autotune.cache import Cache
+from autotune.cache import Cache, DamagedDatabase
+from autotune.databases import SHIPPED_DB, USER_DB
 from autotune.errors import UserError
 
 NAME = "merge"
@@ -24,8 +25,10 @@ NAME = "merge"
 def add_parser(subparsers: Any) -> None:
     sub = subparsers.add_parser(NAME, help="copy the sessions of other databases into one")
     sub.add_argument("sources", nargs="+", help="databases to copy from")
-    sub.add_argument("--into", default="cache.db",
-                     help="the database that receives them, created if missing (default: cache.db)")
+    sub.add_argument("--into", default=str(USER_DB),
+                     help=f"the database that receives them (default: your {USER_DB}; the shipped {SHIPPED_DB} "
+                          "changes only when named here)")
+    sub.add_argument("--create", action="store_true", help="create --into when it does not exist")
     sub.add_argument("--fork-divergent", action="store_true",
                      help="keep a session that continued differently in the source as a fork (a new session "
                           "holding its rows from the first difference on) instead of refusing the source")
@@ -39,12 +42,14 @@ def run(args: argparse.Namespace, console: Any) -> int:
     for source in args.sources:  # check every source before changing anything
         Cache.open(source, migrate=False).close()  # an older source is read as it is, never migrated
     created = not target.exists()
-    cache = Cache.open(target, create=True)
+    if created and not args.create:
+        raise UserError(f"{target} does not exist: add --create to make it (nothing was written)")
+    cache = Cache.open(target, create=True, shipped=SHIPPED_DB)  # a new user database numbers after it
     try:
         for source in args.sources:
             try:
                 counts = cache.merge_from(source, fork_divergent=args.fork_divergent)
-            except sqlite3.DatabaseError as error:  # damage found only once the rows are read
+            except DamagedDatabase as error:  # damage found only once the rows are read
                 raise UserError(f"merging {source} into {target} failed, nothing of it was merged: {error} "
                                 f"(sqlite3 FILE 'PRAGMA integrity_check' shows which file is damaged)") from None
             console.print(f"{source}: {counts['sessions']} new session(s) with {counts['evaluations']} evaluation(s) "

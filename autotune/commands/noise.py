@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autotune.databases import add_arguments as add_database_arguments
+from autotune.databases import open_for_reading
 from autotune.cache import Cache, SpaceRecord
 from autotune.commands import add_task_arguments
 from autotune.errors import UserError
@@ -25,7 +27,7 @@ def add_parser(subparsers: Any) -> None:
 
     sub = subparsers.add_parser(NAME, help="measurement noise of a recorded space: which differences are real")
     add_task_arguments(sub)
-    sub.add_argument("--db", default="cache.db", help="the measurement database (default: cache.db)")
+    add_database_arguments(sub)
     sub.add_argument("--space", default=None, metavar="FINGERPRINT_PREFIX",
                      help="which recorded space, when there are several (default: the one with most data)")
     sub.add_argument("--top", type=positive_int, default=10, help="how many of the fastest configs to rank")
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise UserError(str(error)) from None
     if args.dtype not in DTYPES:
         raise UserError(f"unsupported dtype {args.dtype!r} (supported: {', '.join(DTYPES)})")
-    cache = Cache.open(args.db)
+    cache = open_for_reading(args.db, args.shipped)
     try:
         record = choose_space(cache, args.kernel, shape, args.dtype, args.space)
         search = cache.measurements(record.fingerprint)

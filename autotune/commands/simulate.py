@@ -20,6 +20,8 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune.databases import add_arguments as add_database_arguments
+from autotune.databases import open_for_reading
 from autotune.cache import Cache, SpaceRecord
 from autotune.errors import UserError
 from autotune.simulation.landscape import landscape
@@ -41,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     sub.add_argument("--shape", help="e.g. 4096x32000")
     sub.add_argument("--dtype", default=None, help="e.g. float16 (default: any)")
     sub.add_argument("--space", default=None, help="fingerprint (or prefix) of the recorded space")
-    sub.add_argument("--db", default="cache.db")
+    add_database_arguments(sub)
     sub.add_argument("--strategies", default=DEFAULT_STRATEGIES, help=f"comma-separated (default {DEFAULT_STRATEGIES})")
     sub.add_argument("--repeats", type=positive_int, default=100)
     sub.add_argument("--budget", type=positive_int, default=200, help="evaluations per run")
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
                 raise UserError(f"strategy {name!r} drives the live kernel's own search: it cannot be simulated")
         except UnknownStrategy as error:
             raise UserError(str(error.args[0])) from None
-    cache = Cache.open(args.db)
+    cache = open_for_reading(args.db, args.shipped)
     try:
         record = _choose_space(cache, args)
         recorded = RecordedSpace.from_cache(cache, record.fingerprint)

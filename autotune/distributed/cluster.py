@@ -61,9 +61,9 @@ def parse_workers(text: str) -> WorkersSpec:
 
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES entries (each worker gets one)."""
-    import torch
+    from autotune.device import gpu_count
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = gpu_count()
     listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     return listed[:count] if listed else [str(i) for i in range(count)]
 

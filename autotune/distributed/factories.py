@@ -35,9 +35,9 @@ class GPUEvaluatorFactory:
         return f"measuring on {self.device_name} GPUs"
 
     def device_label(self) -> str:
-        import torch
+        from autotune.device import device_name
 
-        return torch.cuda.get_device_name(0)
+        return device_name(0)
 
     def __call__(self) -> Any:
         from autotune.evaluators.gpu import GPUEvaluator

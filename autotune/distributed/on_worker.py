@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import socket
-import sqlite3
 import tempfile
 import threading
 import traceback
@@ -160,9 +159,7 @@ def _database_bytes(path: Path) -> bytes | None:
     """The whole database in one file (its write-ahead log folded in), or None if none was made."""
     if not path.exists():
         return None
-    conn = sqlite3.connect(str(path))
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
+    from autotune.cache import checkpoint
+
+    checkpoint(path)
     return path.read_bytes()

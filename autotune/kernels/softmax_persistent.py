@@ -142,7 +142,9 @@ def triton_space(shape: Shape, dtype: torch.dtype):
 def program_slots(device: torch.device) -> int:
     """The SM count of a CUDA device (what PER_SM multiplies); a small stand-in elsewhere."""
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        from autotune.device import sm_count
+
+        return sm_count(device.index or 0, default=CPU_PROGRAM_SLOTS)
     return CPU_PROGRAM_SLOTS
 
 

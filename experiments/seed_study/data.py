@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.databases import open_for_reading
 from autotune.cache import Cache
 from autotune.experiment import experiment_tags
 from autotune.types import Result
@@ -69,7 +70,7 @@ class CellResult:
 
 def study_sessions(db: Path, dtype: str) -> dict[str, dict[str, Any]]:
     """Cell name -> the latest finished study session."""
-    cache = Cache.open(db)
+    cache = open_for_reading(db)
     try:
         return _study_sessions(cache, dtype)
     finally:
@@ -93,7 +94,7 @@ def _study_sessions(cache: Cache, dtype: str) -> dict[str, dict[str, Any]]:
 def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = ()) -> list[CellResult]:
     """Every recorded cell, the study's in its order first, then any other cell a session was
     tagged with (e.g. one since dropped from the definition) in the order it was recorded."""
-    cache = Cache.open(db)
+    cache = open_for_reading(db)
     try:
         sessions = _study_sessions(cache, dtype)
         pairs = [(_cell(session), session) for session in sessions.values()]

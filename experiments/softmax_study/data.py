@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.databases import open_for_reading
 from autotune.cache import Cache, EvaluationRow
 from autotune.experiment import experiment_tags
 from autotune.history import default_row, timeline
@@ -62,7 +63,7 @@ class ShapeResult:
 
 def study_sessions(db: Path, dtype: str) -> dict[tuple[str, str], dict[str, Any]]:
     """(shape, method) -> the latest finished study session."""
-    cache = Cache.open(db)
+    cache = open_for_reading(db)
     try:
         return _study_sessions(cache, dtype)
     finally:
@@ -85,7 +86,7 @@ def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = ()) -> list[Shape
     """Every shape of the study that has data, in the study's order."""
     from autotune.kernels import DTYPES, get_kernel
 
-    cache = Cache.open(db)
+    cache = open_for_reading(db)
     try:
         sessions = _study_sessions(cache, dtype)
         results = []

@@ -84,7 +84,7 @@ def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, 
     tags = {"study": d.STUDY, "job_started": round(time.time(), 3), **experiment}
     request = TuneRequest(
         kernel=kernel, shape=shape, dtype=dtype, strategy=strategy, budget=budget, seconds=seconds, seed=0,
-        generation_size=None, db=Path(db_path), replay=False, replay_db=Path(db_path).with_name("replays.db"),
+        generation_size=None, db=Path(db_path), replay=False,
         space=None, fresh=False, compile_workers=None, compile_timeout_s=d.COMPILE_TIMEOUT_S, seed_from=seed_from,
         configs=configs, experiment=tuple(tags.items()), grid_sample=strategy == "grid",
     )

@@ -54,12 +54,13 @@ def judge_choices(part: Part, db: str) -> dict[str, Any]:
     import torch
 
     from autotune.config_table import ConfigTable
+    from autotune.device import device_name
     from autotune.kernel_loader import resolve_kernel
     from autotune.kernels.registry import DTYPES
 
     kernel = resolve_kernel(part.locator)
     dtype = DTYPES[part.dtype]
-    table = ConfigTable.from_db(kernel, db, device=torch.cuda.get_device_name(0))
+    table = ConfigTable.from_db(kernel, db, device=device_name(0))
     fit_configs = {tuple(s): table.pick(s, part.dtype).config for s in part.fit}
     helion_pick = _helion_aot_rule(kernel, part, dtype, fit_configs)
     rows = []
