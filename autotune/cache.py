@@ -25,6 +25,7 @@ from autotune.cache_schema import SCHEMA_VERSION, CacheError, check_schema, crea
 from autotune.cache_schema import transaction as _transaction
 from autotune.cache_layers import attach_shipped, create_views, read_only_uri, same_file
 from autotune.cache_merge import merge_into
+from autotune.session_options import NewerOptions, SessionOptions
 from autotune.types import Candidate, Result, Source, Status
 from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.space import SearchSpace, canonical_json, params_key
@@ -268,7 +269,10 @@ class Cache:
         data = dict(zip(self._columns("sessions"), row))
         data["shape"] = tuple(json.loads(data["shape"]))
         data["versions"] = json.loads(data["versions"])
-        data["options"] = json.loads(data["options"])
+        try:
+            data["options"] = SessionOptions.from_record(json.loads(data["options"]))
+        except NewerOptions as error:
+            raise CacheError(f"session {data['id']} in {self.path}: {error}") from None
         counts = self.db.execute(
             "SELECT SUM(generation >= 0), SUM(generation >= 0 AND status != 'ok'), SUM(generation < 0)"
             " FROM all_evaluations WHERE session_id = ?", (data["id"],),

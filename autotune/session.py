@@ -16,6 +16,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from autotune.cache import Cache
 from autotune.evaluators.base import Evaluator
+from autotune.session_options import SessionOptions
 from autotune.strategies.base import Strategy
 from autotune.task import TuningTask
 from autotune.types import Candidate, Params, Result, Source, Status
@@ -101,7 +102,7 @@ class Session:
         self.journal = journal
         self.cache = cache if cache is not None else journal
         self.reporter = reporter or SilentReporter()
-        self.options = dict(options or {})
+        self.options = options if isinstance(options, SessionOptions) else SessionOptions.from_record(options or {})
         self.seen: dict[str, Result] = {}
         self.evaluations = 0
         self.counts: Counter = Counter()
@@ -136,7 +137,7 @@ class Session:
                 kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy=settings.strategy,
                 seed=settings.seed, budget=settings.budget, seconds=settings.seconds, fingerprint=task.fingerprint,
                 device=task.identity.device, versions=task.identity.versions, mode=settings.mode,
-                options={**self.options, "fresh": settings.fresh, "generation_size": settings.generation_size},
+                options=self.options.but(fresh=settings.fresh, generation_size=settings.generation_size),
             )
         self._record_calibration()
         self.reporter.session_started(self.session_id, task, settings, self.evaluator.description)

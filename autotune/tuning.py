@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +15,7 @@ from autotune.databases import SHIPPED_DB, open_for_reading, open_for_writing
 from autotune.errors import UserError
 from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
+from autotune.session_options import SessionOptions
 from autotune.task import TuningTask, bind_live, bind_recorded
 from search_spaces.fingerprint import source_hash
 from search_spaces.space import canonical_json
@@ -87,28 +87,25 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         raise UserError(f"session {request.resume} is part of the shipped data ({request.shipped}), which is "
                         f"read-only: start a new session instead (what it measured is reused, or replayed)")
     if session["exit_reason"] == FORKED:
-        fork = session["options"].get("forked_from", {})
+        fork = session["options"].forked_from or {}
         raise UserError(f"session {request.resume} is a fork of session {fork.get('session')} kept by a merge: it "
                         f"lacks the history before generation {fork.get('generation')}, so it cannot be resumed")
     if session["mode"] != ("replay" if mode_replay else "gpu"):
         raise UserError(f"session {request.resume} was a {session['mode']} session; resume it the same way")
     if session["exit_reason"] in FINISHED:
         raise UserError(f"session {request.resume} already finished ({session['exit_reason']}); nothing to resume")
-    options = session["options"]
+    options: SessionOptions = session["options"]
     return replace(
-        request, kernel=options.get("kernel_locator") or session["kernel"], shape="x".join(map(str, session["shape"])), dtype=session["dtype"],
-        strategy=session["strategy"], seed=session["seed"], budget=session["budget"],
+        request, kernel=options.kernel_locator or session["kernel"], shape="x".join(map(str, session["shape"])),
+        dtype=session["dtype"], strategy=session["strategy"], seed=session["seed"], budget=session["budget"],
         seconds=request.seconds if request.seconds is not None else session["seconds"],
-        generation_size=options.get("generation_size"), fresh=options.get("fresh", False),
-        grid=tuple(options.get("grid", ())), grid_sample=options.get("grid_sample", False),
-        seed_from=options.get("seed_from", "default"),
-        strategy_options=tuple((k, v) for k, v in options.get("strategy_options", {}).items()),
-        configs=tuple(canonical_json(point) for point in options.get("user_configs", [])),
-        timing_target_ms=options.get("timing_target_ms", request.timing_target_ms),
-        slow_factor=_stored_factor(options.get("slow_factor", request.slow_factor)),
-        compile_timeout_factor=_stored_factor(options.get("compile_timeout_factor", request.compile_timeout_factor)),
-        experiment=tuple(experiment_tags(options).items()),
-        workers=request.workers or options.get("workers"),
+        generation_size=options.generation_size, fresh=options.fresh, grid=options.grid,
+        grid_sample=options.grid_sample, seed_from=options.seed_from,
+        strategy_options=tuple(options.strategy_options.items()),
+        configs=tuple(canonical_json(point) for point in options.user_configs),
+        timing_target_ms=options.timing_target_ms, slow_factor=options.slow_factor,
+        compile_timeout_factor=options.compile_timeout_factor,
+        experiment=tuple(experiment_tags(options).items()), workers=request.workers or options.workers,
     )
 
 
@@ -118,15 +115,6 @@ def _last_unfinished(journal: Cache, path: Path) -> int:
         if journal.holds_session(session["id"]) and session["exit_reason"] not in FINISHED:
             return int(session["id"])
     raise UserError(f"no unfinished session in {path} to resume")
-
-
-def _stored_factor(value: float | None) -> float:
-    """A session's factor as stored: null is infinity (JSON has none, sqlite's json_extract refuses one)."""
-    return math.inf if value is None else float(value)
-
-
-def _storable(factor: float) -> float | None:
-    return factor if math.isfinite(factor) else None
 
 
 def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
@@ -196,18 +184,15 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     try:
         journal = open_for_writing(journal_path, request.shipped)
         cache = journal  # reads see the user's rows and the shipped ones
-        options = {"db": str(request.db), "shipped": str(request.shipped) if request.shipped else None,
-                   "kernel_locator": spec.locator, "seed_from": request.seed_from, "grid": list(request.grid),
-                   "grid_sample": request.grid_sample, "seeds": [origin for origin, _ in seeds],
-                   **heuristic_provenance(task, sources),
-                   "strategy_options": dict(request.strategy_options), "user_configs": [p for _, p in user],
-                   "timing_target_ms": request.timing_target_ms, "slow_factor": _storable(request.slow_factor),
-                   "compile_timeout_factor": _storable(request.compile_timeout_factor),
-                   "set_up": set_up}
-        if request.experiment:
-            options["experiment"] = dict(request.experiment)
-        if request.workers is not None:
-            options["workers"] = request.workers
+        options = SessionOptions(
+            db=str(request.db), shipped=str(request.shipped) if request.shipped else None, kernel_locator=spec.locator,
+            seed_from=request.seed_from, grid=tuple(request.grid), grid_sample=request.grid_sample,
+            seeds=tuple(origin for origin, _ in seeds), heuristics=heuristic_provenance(task, sources) or None,
+            strategy_options=dict(request.strategy_options), user_configs=tuple(p for _, p in user),
+            timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
+            compile_timeout_factor=request.compile_timeout_factor, set_up=set_up,
+            experiment=dict(request.experiment), workers=request.workers,
+            replay=getattr(evaluator, "replay_note", None))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume)
         outcome = session.run()
