@@ -243,9 +243,12 @@ class Cache:
     def end_session(self, session_id: int, exit_reason: str, best_key: str | None) -> None:
         self._table("sessions").update(session_id, {"ended": _now(), "exit_reason": exit_reason, "best_key": best_key})
 
-    def reopen_session(self, session_id: int) -> None:
-        """Mark a stopped session as running again (it is being resumed)."""
-        self._table("sessions").update(session_id, {"ended": None, "exit_reason": None})
+    def reopen_session(self, session_id: int, *, budget: int | None = None) -> None:
+        """Mark a stopped session as running again (it is being resumed, perhaps with a larger budget)."""
+        changes: dict[str, Any] = {"ended": None, "exit_reason": None}
+        if budget is not None:
+            changes["budget"] = budget
+        self._table("sessions").update(session_id, changes)
 
     def session(self, session_id: int) -> dict[str, Any] | None:
         row = self.db.execute("SELECT * FROM all_sessions WHERE id = ?", (session_id,)).fetchone()

@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--format", choices=("python", "json", "helion-aot"), default="python",
                              help="for a kernel: json (autotune.configured(table=...)), python (a module with "
                                   "config_for(shape, dtype)) or helion-aot (the heuristic @helion.aot_kernel reads)")
-            sub.add_argument("--out", default=None, help="for a kernel: write here instead of standard output")
+            sub.add_argument("--out", default=None, help="write here instead of standard output (the directory must exist)")
         if name != "sessions":
             sub.add_argument("--device", default=None, help="for a kernel: only data measured on this GPU")
         if name == "sessions":
@@ -258,8 +258,10 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         from autotune.commands.kernel_table import export_kernel
 
         return export_kernel(args, console)
-    if args.format == "helion-aot" or args.out:
-        raise UserError("--format helion-aot and --out are for a kernel's configs at every shape, not a session")
+    if args.format == "helion-aot":
+        raise UserError("--format helion-aot is for a kernel's configs at every shape, not a session")
+    if args.out is not None and not Path(args.out).parent.is_dir():
+        raise UserError(f"cannot write {args.out}: its directory does not exist")
     cache = _open_existing(args)
     session = _session_or_fail(cache, args.session)
     best = session_best(cache, session["id"])
@@ -267,7 +269,12 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"session {args.session} has no accurate measured config to export")
     record = cache.get_space(session["space_fingerprint"])
     family = record.space.family if record else "helion"
-    sys.stdout.write(export_config(best[0].native, family=family, kernel=session["kernel"], fmt=args.format))
+    text = export_config(best[0].native, family=family, kernel=session["kernel"], fmt=args.format)
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text)
+        console.print(f"session {session['id']}'s best config written to {args.out}")
     return 0
 
 

@@ -131,7 +131,7 @@ class Session:
             rows = self.journal.session_evaluations(self.session_id)
             self.recorded = {row.candidate.key: row.result for row in rows if row.generation >= 0}
             self.final_rows = sum(row.generation < 0 for row in rows)  # a re-benchmark cut short
-            self.journal.reopen_session(self.session_id)
+            self.journal.reopen_session(self.session_id, budget=settings.budget)
         else:
             self.session_id = self.journal.start_session(
                 kernel=task.spec.name, shape=task.shape, dtype=task.dtype, strategy=settings.strategy,

@@ -76,7 +76,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
     journal = open_for_reading(path, request.shipped)
     try:
         if request.resume_last:
-            request = replace(request, resume=_last_unfinished(journal, path))
+            request = replace(request, resume=_last_session(journal, path))
         session = journal.session(request.resume)
         own = journal.holds_session(request.resume)
     finally:
@@ -92,12 +92,20 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
                         f"lacks the history before generation {fork.get('generation')}, so it cannot be resumed")
     if session["mode"] != ("replay" if mode_replay else "gpu"):
         raise UserError(f"session {request.resume} was a {session['mode']} session; resume it the same way")
-    if session["exit_reason"] in FINISHED:
-        raise UserError(f"session {request.resume} already finished ({session['exit_reason']}); nothing to resume")
+    budget = session["budget"]
+    if session["exit_reason"] == "budget" and request.budget is not None and budget is not None \
+            and request.budget > budget:
+        if session["strategy"] == "grid":
+            raise UserError("a grid session's sample depends on its budget: start a new session with the larger one")
+        budget = request.budget  # go on past the budget it reached: generation by generation
+    elif session["exit_reason"] in FINISHED:
+        more = " (a larger --budget continues it)" if session["exit_reason"] == "budget" else ""
+        raise UserError(f"session {request.resume} already finished ({session['exit_reason']}){more}; "
+                        "nothing to resume")
     options: SessionOptions = session["options"]
     return replace(
         request, kernel=options.kernel_locator or session["kernel"], shape="x".join(map(str, session["shape"])),
-        dtype=session["dtype"], strategy=session["strategy"], seed=session["seed"], budget=session["budget"],
+        dtype=session["dtype"], strategy=session["strategy"], seed=session["seed"], budget=budget,
         seconds=request.seconds if request.seconds is not None else session["seconds"],
         generation_size=options.generation_size, fresh=options.fresh, grid=options.grid,
         grid_sample=options.grid_sample, seed_from=options.seed_from,
@@ -109,12 +117,12 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
     )
 
 
-def _last_unfinished(journal: Cache, path: Path) -> int:
-    """--resume last: the newest session of the user's database that did not finish."""
+def _last_session(journal: Cache, path: Path) -> int:
+    """--resume last: the newest session of the user's database."""
     for session in journal.sessions(limit=1_000_000):
-        if journal.holds_session(session["id"]) and session["exit_reason"] not in FINISHED:
+        if journal.holds_session(session["id"]):
             return int(session["id"])
-    raise UserError(f"no unfinished session in {path} to resume")
+    raise UserError(f"no session in {path} to resume")
 
 
 def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:

@@ -180,3 +180,18 @@ def cli_command(*args: str) -> list[str]:
 def run_cli(args: Sequence[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run(cli_command(*args), cwd=cwd, env=subprocess_env(), capture_output=True, text=True,
                           timeout=timeout)
+
+
+def record_fake_session(task: TuningTask, path: Path, *, strategy: str, budget: int, seed: int = 0) -> int:
+    """A 'GPU' session of `task` answered by the fake evaluator (hashed costs), recorded in `path`."""
+    from autotune.evaluators.fake import FakeEvaluator
+    from autotune.session import Session, SessionSettings
+    from autotune.strategies import get_strategy
+
+    db = Cache.open(path, create=True)
+    options = {"budget": budget} if strategy == "grid" else {}
+    strat = get_strategy(strategy)(task.space, seed=seed, **options)
+    settings = SessionSettings(strategy=strategy, seed=seed, budget=budget, mode="gpu")
+    outcome = Session(task, FakeEvaluator(hashed_cost, baselines={"torch.softmax": 0.2}), strat, settings, db).run()
+    db.close()
+    return outcome.session_id
