@@ -2,7 +2,7 @@
 
 On a GPU machine, from the project root:
 
-    python -m experiments.record_large PART [--db cache.db] [--seconds 480]
+    python -m experiments.record_large PART [--db user.db] [--seconds 480]
     python -m experiments.record_large --status        # where every part stands (any machine)
 
 A part is done when its space holds TARGET distinct configs that ran correctly (measured by
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from autotune.cache import Cache
+from autotune.databases import open_for_reading
 from autotune.tuning import FINISHED  # a session's exit reasons that leave nothing to resume
 
 TARGET = 2000  # distinct valid configs per part (the floor for a benchmark space)
@@ -118,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.record_large", description=__doc__.split("\n")[0])
     parser.add_argument("part", nargs="?", choices=sorted(PARTS), help="the sample to record")
     parser.add_argument("--status", action="store_true", help="print where every part stands and exit")
-    parser.add_argument("--db", type=Path, default=Path("cache.db"))
+    parser.add_argument("--db", type=Path, default=Path("user.db"),
+                        help="records here; reads it with the shipped cache.db (merge into cache.db to ship)")
     parser.add_argument("--seconds", type=float, default=480.0,
                         help="seconds of measuring (default 480); the GPU set-up before it (about 40 s) and the "
                              "configs in flight when it ends (up to the 30 s compile timeout) come on top")
@@ -127,10 +129,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("name a part or give --status")
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
-    if not args.db.exists():
-        print(f"record_large: no database {args.db}", file=sys.stderr)
+    if not args.db.exists() and not Path("cache.db").exists():
+        print(f"record_large: no database {args.db} (nor cache.db)", file=sys.stderr)
         return 2
-    cache = Cache.open(args.db)
+    cache = open_for_reading(args.db)
     try:
         steps = [standing(cache, part) for part in (PARTS.values() if args.status else [PARTS[args.part]])]
     finally:

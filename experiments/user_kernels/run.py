@@ -1,6 +1,6 @@
 """GPU machine: tune an example kernel at its shapes and judge run-time config choices.
 
-    python -m experiments.user_kernels.run rms_norm [--db cache.db] [--seconds S]
+    python -m experiments.user_kernels.run rms_norm [--db user.db] [--seconds S]
 
 For every shape of the part, one `autotune.tune` session (recorded in the database).  For a
 part with held-out shapes, then, in one process and interleaved (cold L2, CUDA events, the
@@ -51,8 +51,6 @@ def tune_part(part: Part, db: str, seconds: float | None) -> list[dict[str, Any]
 
 def judge_choices(part: Part, db: str) -> dict[str, Any]:
     """Our rule and Helion's AOT heuristic at the held-out shapes, against each shape's own best."""
-    import torch
-
     from autotune.config_table import ConfigTable
     from autotune.device import device_name
     from autotune.kernel_loader import resolve_kernel
@@ -60,7 +58,7 @@ def judge_choices(part: Part, db: str) -> dict[str, Any]:
 
     kernel = resolve_kernel(part.locator)
     dtype = DTYPES[part.dtype]
-    table = ConfigTable.from_db(kernel, db, device=device_name(0))
+    table = ConfigTable.from_db(kernel, db, device=device_name(0), shipped="cache.db")
     fit_configs = {tuple(s): table.pick(s, part.dtype).config for s in part.fit}
     helion_pick = _helion_aot_rule(kernel, part, dtype, fit_configs)
     rows = []
@@ -155,7 +153,7 @@ def _helion_aot_rule(kernel: Any, part: Part, dtype: Any, fit_configs: dict) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("part", choices=sorted(PARTS))
-    parser.add_argument("--db", default="cache.db")
+    parser.add_argument("--db", default="user.db", help="records here; reads it with the shipped cache.db")
     parser.add_argument("--seconds", type=float, default=None, help="search seconds per shape (default: the part's)")
     parser.add_argument("--skip-tuning", action="store_true", help="only judge the run-time choices")
     args = parser.parse_args(argv)
