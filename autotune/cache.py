@@ -286,10 +286,21 @@ class Cache:
 
     # -- evaluations ------------------------------------------------------------------
     def record(self, session_id: int, fingerprint: str, generation: int, ordinal: int,
-               candidate: Candidate, result: Result) -> None:
-        """Write one evaluation as its own committed row."""
-        self._table("evaluations").insert(dict(zip(_INSERT_NAMES, _evaluation_values(
-            session_id, fingerprint, generation, ordinal, candidate, result, _now(), self._names(fingerprint)))))
+               candidate: Candidate, result: Result, *, origin: str | None = None) -> None:
+        """Write one evaluation as its own committed row; `origin` says where its config came from
+        (the default, a seed source, the search, the final re-benchmark)."""
+        row = dict(zip(_INSERT_NAMES, _evaluation_values(
+            session_id, fingerprint, generation, ordinal, candidate, result, _now(), self._names(fingerprint))))
+        self._table("evaluations").insert({**row, "origin": origin})
+
+    def origins(self, session_id: int) -> dict[str, str]:
+        """Config key -> where it came from, for a session's search-time rows (schema 5 on)."""
+        rows = self.db.execute("SELECT config_key, origin FROM all_evaluations WHERE session_id = ? AND"
+                               " generation >= 0 AND origin IS NOT NULL ORDER BY id", (session_id,)).fetchall()
+        found: dict[str, str] = {}
+        for key, origin in rows:
+            found.setdefault(key, origin)
+        return found
 
     def record_many(self, session_id: int, fingerprint: str,
                     rows: list[tuple[int, int, Candidate, Result]], *, aliases: bool = False) -> None:
@@ -521,10 +532,10 @@ class Cache:
 
 
 _RESULT_COLUMNS = ("config_key, status, error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions,"
-                   " rel_error, source, samples_json, measured_on")
+                   " rel_error, source, samples_json, measured_on, checked")
 _INSERT_COLUMNS = ("session_id, space_fingerprint, generation, ordinal, config_key, config_json, params_json, status,"
                    " error, compile_s, bench_s, median_ms, min_ms, max_ms, repetitions, rel_error, source,"
-                   " samples_json, created, measured_on")
+                   " samples_json, created, measured_on, checked")
 _INSERT_NAMES = tuple(name.strip() for name in _INSERT_COLUMNS.split(","))
 
 
@@ -542,7 +553,7 @@ def _evaluation_values(session_id: int, fingerprint: str, generation: int, ordin
             params_text(candidate.params, names), result.status.value, result.error[:4000], result.compile_s,
             result.bench_s, result.median_ms, result.min_ms, result.max_ms, result.repetitions, result.rel_error,
             result.source.value, samples_text(result.samples_ms) if result.samples_ms else None, created,
-            result.measured_on or None)
+            result.measured_on or None, result.checked or None)
 
 
 def params_text(params: Mapping[str, Any], names: Sequence[str] | None) -> str:
@@ -607,8 +618,8 @@ def checkpoint(path: str | Path) -> None:
 
 
 def _result(row: tuple) -> Result:
-    key, status, error, compile_s, bench_s, med, lo, hi, reps, rel, source, samples, measured_on = row
+    key, status, error, compile_s, bench_s, med, lo, hi, reps, rel, source, samples, measured_on, checked = row
     return Result(key=key, status=Status(status), error=error or "", compile_s=compile_s, bench_s=bench_s,
                   median_ms=med, min_ms=lo, max_ms=hi, repetitions=reps or 0, rel_error=rel,
                   source=Source(source), samples_ms=samples_from_text(samples) if samples else (),
-                  measured_on=measured_on or "")
+                  measured_on=measured_on or "", checked=checked or "")

@@ -13,7 +13,7 @@ import functools
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class CacheError(Exception):
@@ -52,7 +52,7 @@ CREATE TABLE evaluations (
     config_key TEXT NOT NULL, config_json TEXT NOT NULL, params_json TEXT NOT NULL, status TEXT NOT NULL,
     error TEXT, compile_s REAL, bench_s REAL, median_ms REAL, min_ms REAL, max_ms REAL, repetitions INTEGER,
     rel_error REAL, source TEXT NOT NULL, samples_json TEXT, created REAL NOT NULL, measured_on TEXT,
-    UNIQUE (session_id, generation, ordinal));
+    checked TEXT, origin TEXT, UNIQUE (session_id, generation, ordinal));
 CREATE INDEX evaluations_by_config ON evaluations(space_fingerprint, config_key);
 """ + _ALIASES.format(name="aliases") + """;
 CREATE TABLE baselines (
@@ -71,11 +71,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (_ALIASES.format(name="aliases_v3"), "INSERT INTO aliases_v3 SELECT * FROM aliases", "DROP TABLE aliases",
         "ALTER TABLE aliases_v3 RENAME TO aliases"),
     3: (),  # schema 4 writes points as value lists (see `cache.params_text`): schema 3 readers cannot read them
+    # schema 5: how each row's accuracy check was poisoned, and where its config came from
+    4: ("ALTER TABLE evaluations ADD COLUMN checked TEXT", "ALTER TABLE evaluations ADD COLUMN origin TEXT"),
 }
 ADDED_BY_MIGRATION: dict[int, dict[str, frozenset[str] | None]] = {
     1: {"evaluations": frozenset({"measured_on"}), "calibrations": None},
     2: {},
     3: {},
+    4: {"evaluations": frozenset({"checked", "origin"})},
 }
 
 

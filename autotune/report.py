@@ -113,8 +113,14 @@ def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome, d
     console.print(f"statuses: {counts}")
     if outcome.best:
         console.print(f"best config ({outcome.best[0].key}): {dict(outcome.best[0].native)}")
+        if outcome.best_origin:
+            console.print(f"the best config came from: {PROVENANCE.get(outcome.best_origin, 'seed ' + outcome.best_origin)}")
         console.print(f"export it: autotune export {outcome.session_id} --db {db} --format python")
 
+
+# How a row's stored origin reads in reports: found by the search, or given before it.
+PROVENANCE = {"search": "the search", "default": "the compiler's default (given)",
+              "rebenchmark": "the final re-benchmark"}
 
 MODE_LABELS = {"gpu": "measured", "replay": "replay"}  # where a session's results came from
 

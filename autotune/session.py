@@ -24,6 +24,9 @@ from search_spaces.space import InvalidConfig, params_key
 
 MAX_EMPTY_GENERATIONS = 3
 REBENCHMARK_TOP = 5
+# A row's provenance (stored as `origin`): the compiler's default, a seed source (heuristic,
+# cache, user, ...), the strategy's own proposal, or the final interleaved re-benchmark.
+DEFAULT, SEARCH, REBENCHMARK = "default", "search", "rebenchmark"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class SessionOutcome:
     seeds: dict[str, tuple[Candidate, Result]] = field(default_factory=dict)  # best of each seed origin
     rebenchmarked: dict[str, Result] = field(default_factory=dict)  # final interleaved re-timings by key
     task: Any = None  # the TuningTask the session ran on
+    best_origin: str = ""  # where the best config came from: default, a seed source, or search
 
 
 class Reporter(Protocol):
@@ -110,6 +114,8 @@ class Session:
         self.generations: list[GenerationSummary] = []
         self.seeds = list(seeds)
         self.origins: dict[str, str] = {}  # config key -> seed origin ("heuristic", "cache")
+        self.free: set[str] = set()  # generation 0's configs that are free of budget (the default)
+        self.first_origin: dict[str, str] = {}  # config key -> where it first came from (provenance)
         self.candidates: dict[str, Candidate] = {}
         self.resume_session = resume_session
         self.recorded: dict[str, Result] = {}  # a resumed session's rows, answered without measuring
@@ -168,7 +174,7 @@ class Session:
             session_id=self.session_id, exit_reason=exit_reason, evaluations=self.evaluations, best=self.best,
             default=default, baselines=baselines, status_counts=self.counts, generations=self.generations,
             wall_s=time.monotonic() - self.started, seeds=self._best_by_origin(), rebenchmarked=rebenchmarked,
-            task=task,
+            task=task, best_origin=self.first_origin.get(self.best[0].key, "") if self.best else "",
         )
 
     def _best_by_origin(self) -> dict[str, tuple[Candidate, Result]]:
@@ -196,7 +202,8 @@ class Session:
             if key in results:
                 result = replace(results[key], source=source, rel_error=self.seen[key].rel_error)
                 results[key] = result
-                self.journal.record(self.session_id, self.task.fingerprint, -1, ordinal, self.candidates[key], result)
+                self.journal.record(self.session_id, self.task.fingerprint, -1, ordinal, self.candidates[key], result,
+                                    origin=REBENCHMARK)
                 self.reporter.result(self.candidates[key], result)
         # The default competes too: a first reading taken on a cold GPU can hide the real winner.
         contenders = [(self.candidates[k], results[k]) for k in keys if k in results and results[k].ok]
@@ -210,7 +217,7 @@ class Session:
     def _generation_zero(self) -> tuple[Candidate, Result] | None:
         """The compiler's default config (free of budget) and the seeds, before the strategy."""
         items: list[tuple[Params, Candidate]] = []
-        free: set[str] = set()
+        free = self.free
         default = None
         try:
             default = self.task.default_candidate()
@@ -324,10 +331,21 @@ class Session:
         found = self.cache.lookup(self.task.fingerprint, candidate.key)
         return found.as_source(Source.REUSED) if found else None
 
+    def origin(self, key: str, generation: int) -> str:
+        """Where a config came from: the compiler's default, a seed source, or the search."""
+        if generation < 0:
+            return REBENCHMARK
+        if generation == 0:
+            return DEFAULT if key in self.free else self.origins.get(key, SEARCH)
+        return self.first_origin.get(key, SEARCH)
+
     def _accept(self, generation: int, ordinal: int, candidate: Candidate, result: Result, counted: bool, *,
                 record: bool = True) -> Result:
+        origin = self.origin(candidate.key, generation)
+        self.first_origin.setdefault(candidate.key, origin)
         if record:
-            self.journal.record(self.session_id, self.task.fingerprint, generation, ordinal, candidate, result)
+            self.journal.record(self.session_id, self.task.fingerprint, generation, ordinal, candidate, result,
+                                origin=origin)
         self.seen[candidate.key] = result
         self.candidates[candidate.key] = candidate
         self.counts[result.status.value] += 1

@@ -62,6 +62,7 @@ class Result:
     source: Source = Source.MEASURED
     samples_ms: tuple[float, ...] = field(default=(), repr=False)
     measured_on: str = ""  # which worker (GPU and host) measured it, when spread over several
+    checked: str = ""  # how the accuracy-checked output was poisoned (autotune.evaluators.poison)
 
     @property
     def ok(self) -> bool:

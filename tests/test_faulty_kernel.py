@@ -42,7 +42,7 @@ def test_faulty_kernel_is_registered_with_every_fault_in_its_space():
     assert spec.family == "triton" and spec.triton_launch is not None and "torch" in spec.baselines
     space = spec.triton_space(SHAPE, torch.float32)
     wanted = {"none", "compile_error", "out_of_resources", "compile_hang", "run_hang", "illegal_address", "nan",
-              "wrong"}
+              "wrong", "unwritten"}
     assert set(space.parameter("fault").values()) == wanted
     assert space.default["fault"] == "none"
     healthy = [p for p in space.parameter("BLOCK_SIZE").values() if not space.violations({"fault": "none",
@@ -311,7 +311,7 @@ def test_a_misclassified_fault_fails_the_experiment(tmp_path, monkeypatch):
     checks = experiment.session_checks(session, rows, planned, exit_code=0, wall_s=1.0)
     report = experiment.render_report(argv=argv, session=session, table=table, checks=checks, wall_s=1.0)
     assert report.startswith("# Fault injection: FAIL")
-    assert "configs with an unexpected status: 2 of 16" in report
+    assert "configs with an unexpected status: 2 of 18" in report
 
 
 def test_a_cut_off_session_or_a_broken_best_fails_the_checks(tmp_path, monkeypatch):

@@ -46,7 +46,7 @@ def result_from_reply(key: str, reply: dict[str, Any], compile_s: float | None) 
         key=key, status=Status(reply["status"]), median_ms=reply.get("median_ms"), min_ms=reply.get("min_ms"),
         max_ms=reply.get("max_ms"), repetitions=reply.get("repetitions", 0), compile_s=compile_s,
         bench_s=reply.get("bench_s"), rel_error=reply.get("rel_error"), error=reply.get("error", ""),
-        samples_ms=tuple(reply.get("samples_ms", ())),
+        samples_ms=tuple(reply.get("samples_ms", ())), checked=reply.get("checked", ""),
     )
 
 

@@ -302,12 +302,15 @@ def _ok(samples: tuple[float, ...], median: float) -> dict[str, Any]:
 
 def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference: Any, tolerance: float,
              options: Any, fastest_ms: float | None = None) -> dict[str, Any]:
-    out, poisoned = timing.run_poisoned(lambda: runner(inputs))
+    from autotune.evaluators.poison import run_checked
+
+    out, check = run_checked(lambda: runner(inputs), torch.cuda.synchronize)
     error = timing.relative_error(out, reference)
     del out
-    if not error <= tolerance:
-        note = "" if poisoned else " (output memory could not be poisoned)"
+    if not error <= tolerance or check.unwritten:
         return {"status": Status.WRONG_RESULT.value, "rel_error": error if error != float("inf") else None,
-                "error": f"relative error {error:.3g} over tolerance {tolerance:g}{note}"}
+                "error": f"relative error {error:.3g} over tolerance {tolerance:g}; output {check.text}",
+                "checked": check.text}
     result = timing.time_gpu(lambda: runner(inputs), options, fastest_ms)
-    return {**_ok(result.samples_ms, result.median_ms), "rel_error": error, "method": result.method}
+    return {**_ok(result.samples_ms, result.median_ms), "rel_error": error, "method": result.method,
+            "checked": check.text}

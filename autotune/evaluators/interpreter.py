@@ -1,8 +1,8 @@
 """An evaluator that runs configs on the CPU through the Triton interpreter.
 
 Why: a kernel researcher without a GPU at hand can still check that every config of a kernel
-computes the right answer (the same reference and tolerance as on the GPU; unlike there, the
-output memory is not poisoned first), and the framework's own paths for a user's kernel can be
+computes the right answer (the same reference, tolerance and poisoned outputs as on the
+GPU), and the framework's own paths for a user's kernel can be
 tested for real on a CPU.  Times are interpreter wall seconds, meaningless for speed: the
 session's mode says `interpret`, its fingerprint names the CPU as its device, and such rows
 are never reused for or served to a GPU.
@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 
 from autotune.evaluators.failures import classify_exception, short_error
 from autotune.evaluators.gpu_worker import WorkerInit, _State, build_runner, prepare_reference
+from autotune.evaluators.poison import run_checked
 from autotune.evaluators.timing import relative_error, tolerance_for
 from autotune.types import Candidate, Result, Status
 
@@ -62,15 +63,15 @@ class InterpreterEvaluator:
                           error=short_error(error), compile_s=time.perf_counter() - started)
         compile_s = time.perf_counter() - started
         try:
-            out = runner(state.inputs)
+            out, check = run_checked(lambda: runner(state.inputs))
             error = relative_error(out, state.reference)
         except Exception as failure:  # noqa: BLE001
             return Result(key=candidate.key, status=classify_exception(failure, phase="run"),
                           error=short_error(failure), compile_s=compile_s)
-        if not error <= self._tolerance:
+        if not error <= self._tolerance or check.unwritten:
             return Result(key=candidate.key, status=Status.WRONG_RESULT, compile_s=compile_s,
-                          rel_error=error if math.isfinite(error) else None,
-                          error=f"relative error {error:.3g} over tolerance {self._tolerance:g}")
+                          rel_error=error if math.isfinite(error) else None, checked=check.text,
+                          error=f"relative error {error:.3g} over tolerance {self._tolerance:g}; output {check.text}")
         samples = []
         for _ in range(REPETITIONS):
             begin = time.perf_counter()
@@ -78,7 +79,7 @@ class InterpreterEvaluator:
             samples.append((time.perf_counter() - begin) * 1e3)
         ordered = sorted(samples)
         return Result(key=candidate.key, status=Status.OK, median_ms=ordered[len(ordered) // 2], min_ms=ordered[0],
-                      max_ms=ordered[-1], repetitions=len(samples), compile_s=compile_s, rel_error=error,
+                      max_ms=ordered[-1], repetitions=len(samples), compile_s=compile_s, rel_error=error, checked=check.text,
                       bench_s=time.perf_counter() - started, samples_ms=tuple(samples))
 
 

@@ -3,7 +3,7 @@
 It computes y = 2 * x over a 2-D tensor, unless its `fault` parameter asks for one of
 the failures the evaluator must classify and survive: a compiler error, a launch that
 needs more shared memory than any GPU has, a compiler that never returns, a kernel that
-never finishes, an illegal memory access, NaN output or wrong numbers.  Every fault is
+never finishes, an illegal memory access, NaN output, wrong numbers or elements never written.  Every fault is
 selected by a constexpr, so the healthy configs compile to the plain kernel.
 
 `EXPECTED_STATUS` is the contract: the status each fault must be recorded with.
@@ -33,6 +33,7 @@ EXPECTED_STATUS: dict[str, Status] = {
     "illegal_address": Status.CRASH,
     "nan": Status.WRONG_RESULT,
     "wrong": Status.WRONG_RESULT,
+    "unwritten": Status.WRONG_RESULT,
 }
 FAULTS: tuple[str, ...] = tuple(EXPECTED_STATUS)
 # What each fault does, and so why it must end with its expected status.
@@ -45,6 +46,7 @@ FAULT_EFFECTS: dict[str, str] = {
     "illegal_address": "reads 2**40 elements past the input: CUDA illegal address, the worker dies",
     "nan": "writes NaN: the accuracy check rejects it",
     "wrong": "writes 3x instead of 2x (relative error 0.5): the accuracy check rejects it",
+    "unwritten": "writes only the even elements: the poisoned output shows the odd ones were never written",
 }
 BLOCK_SIZES = (256, 1024)
 NUM_WARPS = 4
@@ -88,6 +90,8 @@ def faulty_kernel(x_ptr, out_ptr, flag_ptr, n_elements, BLOCK_SIZE: tl.constexpr
             y = y + float("nan")
         if FAULT == "wrong":
             y = x * 3.0
+        if FAULT == "unwritten":
+            mask = mask & (offsets % 2 == 0)
         tl.store(out_ptr + offsets, y, mask=mask)
 
 
