@@ -5,7 +5,8 @@ to be a correct value from an earlier run, the check passes a broken config.  Re
 caching allocator to hand back a freed NaN-filled block is not a guarantee (it often hands
 back another block).  So the checked run is made twice, each time with every output the
 kernel allocates (`torch.empty`, `empty_like`, `empty_strided`, `Tensor.new_empty`, which is
-how Helion's generated code and Triton launchers allocate) filled with a sentinel the moment
+how Helion's generated code and Triton launchers allocate; seen through a TorchFunctionMode)
+filled with a sentinel the moment
 it is allocated: NaN the first time, a finite sentinel the second.  An element holding NaN in
 the first output and the finite sentinel in the second was never written.  What was done is
 returned as a `Check` and stored with the row.
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 SECOND_SENTINEL = 3.0  # finite in every float dtype; an integer output gets -7 and then 7
-_ALLOCATORS = ("empty", "empty_like", "empty_strided")
+_ALLOCATORS = frozenset({torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty})
 
 POISONED = "poisoned twice (NaN, then 3.0)"
 NOT_POISONED = "not poisoned (the output was not allocated through torch.empty*)"
@@ -41,34 +43,33 @@ class Check:
         return POISONED if not self.unwritten else f"{POISONED}: {self.unwritten} element(s) never written"
 
 
+class _SentinelAllocations(TorchFunctionMode):
+    """Fills every tensor that torch.empty* returns, seen through torch's function-mode hook:
+    no attribute of torch is replaced, so code imported meanwhile (Helion compiling a kernel
+    imports parts of inductor) cannot capture a stand-in that outlives the check."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value = value
+        self.filled: set[int] = set()
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if func in _ALLOCATORS and isinstance(result, torch.Tensor):
+            if result.numel():
+                integer = not (result.is_floating_point() or result.is_complex())
+                result.fill_(_integer(self.value) if integer else self.value)
+            self.filled.add(result.untyped_storage().data_ptr())
+        return result
+
+
 @contextlib.contextmanager
 def sentinel_allocations(value: float) -> Iterator[set[int]]:
     """While active, every tensor allocated through torch.empty* is filled with `value`; yields
     the data pointers of those tensors."""
-    filled: set[int] = set()
-    originals = {name: getattr(torch, name) for name in _ALLOCATORS}
-    new_empty = torch.Tensor.new_empty
-
-    def fill(tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.numel():
-            tensor.fill_(value if tensor.is_floating_point() or tensor.is_complex() else int(_integer(value)))
-        filled.add(tensor.untyped_storage().data_ptr())
-        return tensor
-
-    def wrap(name: str) -> Callable[..., torch.Tensor]:
-        def allocate(*args: Any, **kwargs: Any) -> torch.Tensor:
-            return fill(originals[name](*args, **kwargs))
-        return allocate
-
-    try:
-        for name in _ALLOCATORS:
-            setattr(torch, name, wrap(name))
-        torch.Tensor.new_empty = lambda self, *a, **k: fill(new_empty(self, *a, **k))  # type: ignore[method-assign]
-        yield filled
-    finally:
-        for name, original in originals.items():
-            setattr(torch, name, original)
-        torch.Tensor.new_empty = new_empty  # type: ignore[method-assign]
+    mode = _SentinelAllocations(value)
+    with mode:
+        yield mode.filled
 
 
 def _integer(value: float) -> int:
