@@ -1,1 +1,2 @@
-"""Reproducible experiments: each module runs on a GPU machine and records into cache.db."""
+"""Reproducible experiments: each runs on a GPU machine and records into the user's database
+(user.db; merged into the shipped cache.db to ship it), and writes its report from the data."""

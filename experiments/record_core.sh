@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Records the reference measurements shipped in cache.db.  Run on a GPU machine from the
+# Records the reference measurements shipped in cache.db (into DB, default user.db, to be merged
+# into cache.db).  Run on a GPU machine from the
 # project root:  bash experiments/record_core.sh PART [DB]
 #   PART = triton        the hand-written Triton softmax's whole space at both shapes
 #        | softmax-4096  300 random configs of the Helion softmax at 4096x32000 fp16 (seed 1)
@@ -7,7 +8,7 @@
 #        | all
 set -euo pipefail
 part=${1:?part: triton, softmax-4096, softmax-1024 or all}
-db=${2:-cache.db}
+db=${2:-user.db}  # merge it into cache.db to ship it (autotune merge user.db --into cache.db)
 tune() { python3 -m autotune.cli tune "$@" --db "$db" --compile-timeout 30; }
 if [[ $part == triton || $part == all ]]; then
   for shape in 4096x32000 1024x50257; do

@@ -5,4 +5,4 @@
 #   PART = softmax-4096 | softmax-1024 | online-4096 | layernorm-16k | rmsnorm-16k
 set -euo pipefail
 part=${1:?part: softmax-4096, softmax-1024, online-4096, layernorm-16k or rmsnorm-16k}
-exec python3 -m experiments.record_large "$part" --db "${2:-cache.db}" --seconds "${3:-480}"
+exec python3 -m experiments.record_large "$part" --db "${2:-user.db}" --seconds "${3:-480}"
