@@ -15,7 +15,7 @@ It prints the table and writes it as Markdown (--report).  Exit status 0 when ev
 matched, 1 when anything did not, 2 when it cannot run (no GPU: use --dry-run).
 
     python -m experiments.fault_injection --dry-run            # any machine: the plan
-    python -m experiments.fault_injection --db cache.db        # GPU machine: run and check
+    python -m experiments.fault_injection --db user.db         # GPU machine: run and check
 """
 
 from __future__ import annotations
@@ -145,16 +145,28 @@ def _kill_group(child: subprocess.Popen) -> None:
 
 
 def last_session_id(db: Path) -> int:
+    """The newest session's id (0 when none): the session to be read back comes after it."""
     if not db.exists():
         return 0
     from autotune.cache import Cache
 
     cache = Cache.open(db)
     try:
-        row = cache.db.execute("SELECT MAX(id) FROM sessions").fetchone()
-        return int(row[0] or 0)
+        newest = cache.sessions(limit=1)
+        return int(newest[0]["id"]) if newest else 0
     finally:
         cache.close()
+
+
+def sessions_after(cache: Any, after_id: int) -> list[dict[str, Any]]:
+    """Every session newer than `after_id`, oldest first; reads pages of the newest sessions
+    (a few, usually one) until one at or before `after_id` is among them."""
+    limit = 8
+    while True:
+        newest = cache.sessions(limit=limit)  # newest first
+        if len(newest) < limit or int(newest[-1]["id"]) <= after_id:
+            return sorted((s for s in newest if int(s["id"]) > after_id), key=lambda s: s["id"])
+        limit *= 4
 
 
 # -- reading it back -----------------------------------------------------------------------------
@@ -166,11 +178,9 @@ def read_back(db: Path, after_id: int) -> tuple[dict[str, Any] | None, dict[str,
         return None, {}
     cache = Cache.open(db)
     try:
-        row = cache.db.execute("SELECT MIN(id) FROM sessions WHERE kernel = ? AND id > ?",
-                               (KERNEL, after_id)).fetchone()
-        if row[0] is None:
+        session = next((s for s in sessions_after(cache, after_id) if s["kernel"] == KERNEL), None)
+        if session is None:
             return None, {}
-        session = cache.session(int(row[0]))
         rows = {r.candidate.key: r for r in cache.session_evaluations(session["id"]) if r.generation >= 0}
         return session, rows
     finally:
@@ -340,7 +350,7 @@ def gpu_run(args: argparse.Namespace, shape: tuple[int, ...]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, default=Path("cache.db"), help="database to record into (default cache.db)")
+    parser.add_argument("--db", type=Path, default=Path("user.db"), help="database to record into (default user.db)")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="where the Markdown report goes")
     parser.add_argument("--shape", default="1024x1024")
     parser.add_argument("--compile-timeout", type=float, default=45.0,

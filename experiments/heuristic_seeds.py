@@ -7,13 +7,14 @@ own compiler seeds when its ConfigSpec offers any, a seeded random sample of a s
 torch.compile baselines.  Results go to a
 Markdown table (and JSON) under --out, rewritten after every kernel and shape so a cut-short
 run keeps what it measured, and rows of earlier runs for other kernels or shapes are kept (so
-the experiment can be run in parts); with --db every evaluation is also recorded as a session
-(its options hold the rule analysis and each config's labels), each as it arrives, and measuring
-the same plan again resumes a session that was cut short.  `experiments/seed_study` runs
-seed 004's cells through the same plan, measurement and recording.
+the experiment can be run in parts).  The labelled configs run as one session of the `fixed`
+strategy (`autotune.fixed_list`): with --db it is recorded there (its options hold the rule
+analysis and each config's labels), each row as it arrives, and measuring the same plan again
+resumes a session that was cut short.  `experiments/seed_study` runs seed 004's cells through
+the same plan, measurement and recording.
 
     python -m experiments.heuristic_seeds --dry-run            # what would be measured (CPU is fine)
-    python -m experiments.heuristic_seeds --out experiments/reports --db cache.db
+    python -m experiments.heuristic_seeds --out experiments/reports --db user.db
     python -m experiments.heuristic_seeds --kernels matmul-rmsnorm,matmul-softmax --shapes 16384x512x512
 """
 
@@ -23,10 +24,12 @@ import argparse
 import itertools
 import json
 import random
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 FAMILY = ("matmul-rmsnorm", "matmul-layernorm", "matmul-softmax", "matmul-l2norm", "matmul-logsumexp",
           "matmul-sum", "matmul-max")
@@ -37,7 +40,6 @@ GRID_M = (16, 32, 64, 128)
 GRID_K = (16, 32, 64)
 GRID_WARPS = (4, 8)
 GRID_STAGES = (1, 3)
-LABEL_JOIN = " | "  # between the labels of one config in a recorded session's "labels"
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ def plan(kernel: str, shape_text: str, dtype_text: str, device: str, sample: int
 
 def plan_task(task: Any, sample: int | None, seed: int, grid: Grid = Grid()) -> dict[str, Any]:
     """The labelled candidates for a bound task: the default, every rule seed, Helion's own
-    compiler seeds (when its ConfigSpec offers any) and the grid's points."""
+    compiler seeds (when its ConfigSpec offers any) and the grid's points.  `configs` holds the
+    (label, point) pairs of those that are configs of the task: what is measured."""
     from heuristics import analyse
 
     analysis = analyse(task)
@@ -88,17 +91,18 @@ def plan_task(task: Any, sample: int | None, seed: int, grid: Grid = Grid()) -> 
     natives = task.space.extras.get("compiler_seeds", [])
     labelled += [(f"helion seed {i}", _Native(n)) for i, n in enumerate(natives, start=1)]
     labelled += [(f"grid {i}", p) for i, p in enumerate(grid_points(task, sample, seed, grid), start=1)]
-    candidates, seen = [], set()
+    candidates, configs, seen = [], [], set()
     for label, params in labelled:
         try:
-            candidate = (task.candidate_from_native(params.native) if isinstance(params, _Native)
-                         else task.candidate(params))
+            point = task.codec.params_of(params.native) if isinstance(params, _Native) else params
+            candidate = task.candidate(point)
         except ValueError as error:  # InvalidConfig: reported, not measured
             candidates.append((label, None, str(error)))
             continue
         candidates.append((label, candidate, "" if candidate.key not in seen else "same config as above"))
+        configs.append((label, point))
         seen.add(candidate.key)
-    return {"task": task, "analysis": analysis, "candidates": candidates}
+    return {"task": task, "analysis": analysis, "candidates": candidates, "configs": configs}
 
 
 @dataclass(frozen=True)
@@ -108,58 +112,48 @@ class _Native:
     native: dict[str, Any]
 
 
-def session_labels(item: dict[str, Any]) -> dict[str, str]:
-    """Config key -> its labels joined by LABEL_JOIN (a config may be the default, a seed and a
-    grid point at once: it is measured once and counts for each)."""
-    labels: dict[str, list[str]] = {}
-    for label, candidate, _ in item["candidates"]:
-        if candidate is not None:
-            labels.setdefault(candidate.key, []).append(label)
-    return {key: LABEL_JOIN.join(names) for key, names in labels.items()}
-
-
 def measure(item: dict[str, Any], args: argparse.Namespace, *, tags: Any = None,
             evaluator: Any = None) -> dict[str, Any]:
-    """One evaluator for one kernel and shape: configs, then baselines; optionally recorded.
+    """One session of the `fixed` strategy over the plan's labelled configs, then nothing else:
+    baselines, then every config (the default first), each row recorded as it arrives.
 
-    `tags` becomes the session's `options["experiment"]` (default "heuristic_seeds");
-    `evaluator` replaces the GPU evaluator (tests give a fake one).  With `args.db` every
-    result is recorded as it arrives, and a run of the same plan that was cut short is
-    resumed: only the configs it had not measured are evaluated (see `seed_sessions`)."""
-    from experiments.seed_sessions import SeedSessionRecorder
+    `tags` becomes the session's `options["experiment"]` (default {"study": "heuristic_seeds"});
+    `evaluator` replaces the GPU evaluator (tests give a fake one).  With `args.db` the session
+    is recorded there, and a run of the same plan that was cut short is resumed: only the
+    configs it had not measured are evaluated; without it, in a scratch database."""
+    from autotune.fixed_list import measure_fixed
 
     task = item["task"]
-    unique = {c.key: c for _, c, _ in item["candidates"] if c is not None}
     started = time.time()
-    recorder = None
-    if args.db:
-        options = {"experiment": "heuristic_seeds" if tags is None else tags,
-                   "heuristics": item["analysis"].to_record(), "labels": session_labels(item),
-                   "invalid": {label: note for label, c, note in item["candidates"] if c is None}}
-        recorder = SeedSessionRecorder.open(args.db, task, unique, options)
-    try:
-        results = dict(recorder.recorded) if recorder else {}
-        todo = [candidate for key, candidate in unique.items() if key not in results]
-        if evaluator is None:
-            from autotune.evaluators.gpu import GPUEvaluator
+    options = {"experiment": {"study": "heuristic_seeds"} if tags is None else tags,
+               "heuristics": item["analysis"].to_record(),
+               "invalid": {label: note for label, c, note in item["candidates"] if c is None}}
+    if evaluator is None:
+        from autotune.evaluators.gpu import GPUEvaluator
 
-            evaluator = GPUEvaluator(task.spec.name, task.shape, task.dtype, device_name=task.identity.device,
-                                     compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout)
-        try:
-            for result in evaluator.evaluate(todo):
-                results[result.key] = result
-                if recorder:
-                    recorder.record(result)
-            baselines = evaluator.baselines()
-        finally:
-            evaluator.close()
-        if recorder:
-            recorder.finish(results, baselines)
+        evaluator = GPUEvaluator(task.spec.name, task.shape, task.dtype, device_name=task.identity.device,
+                                 compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout)
+    try:
+        with _journal(args.db) as journal:
+            run = measure_fixed(task, evaluator, item["configs"], journal, options=options)
     finally:
-        if recorder:
-            recorder.close()
-    return {"results": results, "baselines": baselines, "wall_s": time.time() - started,
-            "resumed": len(recorder.recorded) if recorder else 0}
+        evaluator.close()
+    return {"results": run.results, "baselines": run.baselines, "wall_s": time.time() - started,
+            "resumed": run.resumed}
+
+
+@contextmanager
+def _journal(db: str | None) -> Iterator[Any]:
+    """The database the session is recorded in: `db`, or a scratch one thrown away after."""
+    from autotune.cache import Cache
+    from autotune.databases import open_for_writing
+
+    with tempfile.TemporaryDirectory() as scratch:
+        cache = open_for_writing(db) if db else Cache.open(Path(scratch) / "scratch.db", create=True)
+        try:
+            yield cache
+        finally:
+            cache.close()
 
 
 def _ms(result: Any) -> float | None:

@@ -1,51 +1,27 @@
 """Our strategies against Helion's own quick autotune, on the Helion softmax (GPU machine).
 
 For each shape, in one process:
-1. Helion's quick autotune runs natively (`autotune_effort="quick"`), timed wall-clock,
-   with its per-config log (timestamps, times) written beside the report;
+1. Helion's quick autotune runs natively (`autotune.baselines.helion_native`), timed
+   wall-clock, with its per-config log (timestamps, times) written beside the report;
 2. its final config is re-timed in our harness, so every figure uses one timer;
 3. each of our strategies runs as a session against one shared GPU evaluator (the
-   evaluator's start-up is reported separately), recording into the database.
+   evaluator's start-up is reported separately), recording into the database; each
+   session's timeline is taken as its results arrive (a reporter), not read back.
 Reported per contender: wall seconds and configs until within 2% of the best time seen by
 anyone in the run, the final best (GB/s), and the ratio to torch.softmax.
 
-    python -m experiments.strategies_vs_helion --shapes 4096x32000,1024x50257 --db cache.db --out runs/
+    python -m experiments.strategies_vs_helion --shapes 4096x32000,1024x50257 --db user.db --out runs/
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 WITHIN = 1.02
-
-
-def helion_quick(shape: tuple[int, ...], dtype: Any, log_stem: Path) -> dict[str, Any]:
-    """Run Helion's quick autotune natively; its timeline comes from its own CSV log."""
-    import helion
-
-    from autotune.kernels.softmax_common import make_inputs
-    from autotune.kernels.softmax_helion import softmax_rows
-    from search_spaces.helion_space import to_native
-
-    kernel = helion.kernel(softmax_rows.fn, static_shapes=True, autotune_effort="quick",
-                           autotune_log=str(log_stem))
-    inputs = make_inputs(shape, dtype, "cuda", 0)
-    started = time.time()
-    config = kernel.autotune(inputs, force=True)
-    wall = time.time() - started
-    timeline = []  # every finished config: (seconds since start, ms or inf for failures)
-    with open(f"{log_stem}.csv") as handle:
-        for row in csv.DictReader(handle):
-            if row["status"] != "started":
-                ms = float(row["perf_ms"]) if row["status"] == "ok" and row["perf_ms"] else float("inf")
-                timeline.append((float(row["timestamp_s"]), ms))  # Helion logs seconds since its start
-    timeline.sort()
-    return {"wall_s": wall, "config": to_native(config), "timeline": timeline, "configs": len(timeline)}
 
 
 def time_to_within(timeline: list[tuple[float, float]], target_ms: float) -> tuple[float | None, int | None]:
@@ -58,20 +34,39 @@ def time_to_within(timeline: list[tuple[float, float]], target_ms: float) -> tup
     return None, None
 
 
-def session_timeline(cache: Any, session_id: int) -> list[tuple[float, float]]:
-    started = cache.session(session_id)["started"]
-    rows = cache.db.execute(
-        "SELECT created, median_ms, status FROM evaluations WHERE session_id = ? AND generation >= 0 ORDER BY id",
-        (session_id,),
-    ).fetchall()
-    return [(created - started, ms if status == "ok" else float("inf")) for created, ms, status in rows]
+class TimelineReporter:
+    """Passes every event on to `inner` and keeps the session's timeline: (seconds since the
+    session started, ms or inf for a failure) for each search-time result, in order."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.timeline: list[tuple[float, float]] = []
+        self._started = time.time()
+        self._generation = 0
+
+    def session_started(self, *args: Any) -> None:
+        self._started = time.time()
+        self.inner.session_started(*args)
+
+    def generation_started(self, generation: int, size: int) -> None:
+        self._generation = generation
+        self.inner.generation_started(generation, size)
+
+    def result(self, candidate: Any, result: Any) -> None:
+        if self._generation >= 0:  # not the final re-benchmark
+            ms = result.median_ms if result.ok else float("inf")
+            self.timeline.append((time.time() - self._started, ms))
+        self.inner.result(candidate, result)
+
+    def generation_finished(self, summary: Any) -> None:
+        self.inner.generation_finished(summary)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default="4096x32000,1024x50257", help="comma-separated shapes, run in turn")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--db", default="cache.db")
+    parser.add_argument("--db", default="user.db", help="records here (read with the shipped cache.db)")
     parser.add_argument("--out", default="runs")
     parser.add_argument("--strategies", default="random,pattern,tpe,helion-lfbo")
     parser.add_argument("--budget", type=int, default=64)
@@ -88,7 +83,8 @@ def main() -> None:
 def run_shape(shape_text: str, args: argparse.Namespace) -> None:
     from rich.console import Console
 
-    from autotune.cache import Cache
+    from autotune.baselines.helion_native import QUICK, retime, run_native
+    from autotune.databases import open_for_writing
     from autotune.evaluators.gpu import GPUEvaluator
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.report import RichReporter, gbps
@@ -104,11 +100,12 @@ def run_shape(shape_text: str, args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     label = f"softmax_{shape_text}_{args.dtype}"
 
-    helion = None if args.skip_helion else helion_quick(shape, dtype, out / f"{label}_helion_quick")
-    if helion:
+    helion = None
+    if not args.skip_helion:
+        helion = run_native(spec, shape, dtype, out / f"{label}_helion_quick", effort=QUICK).to_record()
         console.print(f"Helion quick: {helion['wall_s']:.1f} s, {helion['configs']} configs timed")
 
-    cache = Cache.open(args.db, create=True)
+    cache = open_for_writing(args.db)
     task = bind_live(spec, shape, dtype, "cuda", seed=0)
     started = time.time()
     evaluator = GPUEvaluator(spec.name, shape, task.dtype, device_name=task.identity.device,
@@ -119,8 +116,7 @@ def run_shape(shape_text: str, args: argparse.Namespace) -> None:
         baselines = evaluator.baselines()
         if helion:
             try:
-                candidate = task.candidate_from_native(helion["config"])
-                final = evaluator.rebenchmark([candidate]).get(candidate.key)
+                final = retime(task, evaluator, helion["config"])
                 helion["final_ms"] = final.median_ms if final else None
             except ValueError as error:  # InvalidConfig: not a point of our space
                 console.print(f"Helion's final config could not be re-timed here: {error}")
@@ -128,15 +124,16 @@ def run_shape(shape_text: str, args: argparse.Namespace) -> None:
         for name in args.strategies.split(","):
             strategy = get_strategy(name).from_task(task, seed=args.seed, budget=args.budget)
             settings = SessionSettings(name, args.seed, args.budget, seconds=args.seconds, mode="gpu")
+            reporter = TimelineReporter(RichReporter(console))
             try:
-                outcome = Session(task, evaluator, strategy, settings, cache, reporter=RichReporter(console),
+                outcome = Session(task, evaluator, strategy, settings, cache, reporter=reporter,
                                   options={"experiment": "strategies_vs_helion"}, seeds=seeds).run()
             except Exception as error:  # one contender failing must not lose the others' results
                 console.print(f"{name} failed: {type(error).__name__}: {error}")
                 continue
             rows[name] = {"session": outcome.session_id, "wall_s": outcome.wall_s, "configs": outcome.evaluations,
                           "final_ms": outcome.best[1].median_ms if outcome.best else None,
-                          "timeline": session_timeline(cache, outcome.session_id)}
+                          "timeline": reporter.timeline}
     finally:
         evaluator.close()
 

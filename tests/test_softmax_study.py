@@ -191,12 +191,14 @@ def test_a_tune_job_records_its_experiment_tags(study_db, tmp_path):
     db = tmp_path / "copy.db"
     shutil.copy(study_db, db)
     outcome = runner.TuneJob("softmax-triton", "4096x4096", "float16", budget=3, seconds=30)(db)
-    journal = Cache.open(tmp_path / "replays.db")
+    journal = Cache.open(db)  # the replay is recorded in the job's database, beside what it replays
     session = journal.session(outcome["session"])
     assert session["options"]["experiment"]["study"] == "softmax_study"
     assert session["options"]["experiment"]["method"] == "tuned softmax-triton"
     assert session["strategy"] == "pattern" and session["budget"] == 3
     whole = runner.TuneJob("softmax-split", "4096x4096", "float16", budget=60, seconds=30)(db)
+    journal.close()
+    journal = Cache.open(db)
     assert journal.session(whole["session"])["strategy"] == "grid"  # a space within the budget, measured whole
 
 

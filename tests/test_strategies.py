@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
@@ -22,8 +23,22 @@ def tiny_space() -> SearchSpace:
 
 
 def make(name: str, task, seed: int = 0):
-    """Every strategy is built the way the CLI builds it: from the task."""
-    return get_strategy(name).from_task(task, seed=seed, budget=10**6)
+    """Every strategy is built the way the CLI builds it: from the task (a strategy that only
+    asks the configs it is given gets a seeded list of points of the space)."""
+    cls = get_strategy(name)
+    options = {"configs": given_configs(task.space, seed)} if cls.needs_configs else {}
+    return cls.from_task(task, seed=seed, budget=10**6, **options)
+
+
+def given_configs(space: SearchSpace, seed: int, count: int = 80) -> list[tuple[str, dict]]:
+    """Up to `count` distinct labelled points of the space, the same for the same seed."""
+    rng, points = random.Random(seed), {}
+    for _ in range(count * 10):
+        point = space.sample(rng)
+        points.setdefault(params_key(point), point)
+        if len(points) == count:
+            break
+    return [(f"given {i}", point) for i, point in enumerate(points.values())]
 
 
 class _SpaceOnly:

@@ -12,6 +12,7 @@ from autotune.strategies.base import Observation, Strategy
 
 _REGISTRY: dict[str, tuple[str, str]] = {
     "evolution": ("autotune.strategies.evolution", "EvolutionSearch"),
+    "fixed": ("autotune.strategies.fixed", "FixedList"),
     "gp": ("autotune.strategies.optuna_search", "GPSearch"),
     "grid": ("autotune.strategies.grid", "GridSearch"),
     "helion-lfbo": ("autotune.strategies.helion_search", "HelionLFBOSearch"),

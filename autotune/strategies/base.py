@@ -33,6 +33,8 @@ class Strategy(ABC):
     exhaustive: ClassVar[bool] = True
     #: True when it needs the kernel bound on this machine (Helion's own searches).
     needs_bound_kernel: ClassVar[bool] = False
+    #: True when it proposes only the configs it is given (`configs=`): it has no points of its own.
+    needs_configs: ClassVar[bool] = False
 
     def __init__(self, space: SearchSpace, seed: int = 0, **options: Any) -> None:
         if options:

@@ -1,10 +1,10 @@
 """The seed study read back from the database: one row per cell.
 
 Only sessions tagged with the study (`options.experiment.study`) count; of several for the
-same cell, the latest finished one is used.  A session's `labels` (config key -> labels,
-joined by " | " when one config is several things at once) say which evaluation is the
-default, a rule seed, one of Helion's own seeds or a grid point; its `heuristics` record
-says why the rule declined when it did.
+same cell, the latest finished one is used (one cut short is resumed by the runner, not
+reported).  A session's `labels` (config key -> labels, joined by " | " when one config is
+several things at once) say which evaluation is the default, a rule seed, one of Helion's
+own seeds or a grid point; its `heuristics` record says why the rule declined when it did.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from typing import Any
 from autotune.databases import open_for_reading
 from autotune.cache import Cache
 from autotune.experiment import experiment_tags
+from autotune.fixed_list import is_finished
+from autotune.strategies.fixed import LABEL_JOIN
 from autotune.types import Result
-from experiments.heuristic_seeds import LABEL_JOIN
 
 from . import definition as d
 
@@ -85,8 +86,8 @@ def _study_sessions(cache: Cache, dtype: str) -> dict[str, dict[str, Any]]:
             continue
         if dtype not in (session["dtype"], d.ALL_DTYPES):
             continue
-        if session["ended"] is None or session["evaluations"] == 0:
-            continue  # killed before it measured anything to report
+        if not is_finished(session) or session["evaluations"] == 0:
+            continue  # cut short (it is resumed, not reported), or nothing measured to report
         found[tags.get("cell", "?")] = session
     return found
 

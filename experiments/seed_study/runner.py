@@ -2,8 +2,8 @@
 
 A job binds its cell's kernel on the GPU only when it runs (the largest cells' inputs are
 gigabytes), plans with `experiments.heuristic_seeds` (default, rule seeds, Helion's own
-seeds, the grid) and measures and records with it, tagging the session with the study and
-the cell.  A job is a picklable callable of a database path (what
+seeds, the grid) and measures and records with it (one session of the `fixed` strategy),
+tagging the session with the study and the cell.  A job is a picklable callable of a database path (what
 `autotune.distributed.jobs.run_jobs` spreads over GPUs).  Cells already recorded are skipped
 unless `--again`, so a study cut short is continued by running the same command again; a cell
 cut short keeps every config it measured and, run again, measures only the rest.
