@@ -441,13 +441,18 @@ class Cache:
         }
 
     def search_started(self, session_id: int) -> float | None:
-        """When a session's search began: after its baselines (torch eager, torch.compile, the
-        copy) were measured, or at its first evaluation when it measured none."""
+        """When a session's search began.  Sessions that measured their baselines (torch eager,
+        torch.compile, the copy) first began searching once those were done; sessions that
+        measure them after the search began at their start; with neither, at the first row."""
         row = self.db.execute(
-            "SELECT COALESCE((SELECT MAX(created) FROM all_baselines WHERE session_id = :id),"
-            " (SELECT MIN(created) FROM all_evaluations WHERE session_id = :id))", {"id": session_id},
+            "SELECT (SELECT MAX(created) FROM all_baselines WHERE session_id = :id),"
+            " (SELECT MIN(created) FROM all_evaluations WHERE session_id = :id),"
+            " (SELECT started FROM all_sessions WHERE id = :id)", {"id": session_id},
         ).fetchone()
-        return row[0] if row else None
+        baselines_done, first_row, started = row if row else (None, None, None)
+        if baselines_done is not None and (first_row is None or baselines_done <= first_row):
+            return baselines_done
+        return started if baselines_done is not None else first_row
 
     # -- where rows were measured: workers and their calibration ----------------------------
     def record_calibration(self, session_id: int, fingerprint: str, worker: str, result: Result) -> None:

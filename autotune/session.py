@@ -150,13 +150,15 @@ class Session:
         self.started = time.monotonic()
         exit_reason = "interrupted"
         try:
+            default = self._generation_zero()
+            reason = self._search()
+            # After the search, not before it: the first config is measured as soon as the
+            # evaluator is ready, and torch.compile's own compile no longer delays it.
             baselines = self.journal.baselines(session_id=self.session_id)
             if not baselines:
                 baselines = self.evaluator.baselines()
                 for name, result in baselines.items():
                     self.journal.record_baseline(self.session_id, task.fingerprint, name, result)
-            default = self._generation_zero()
-            reason = self._search()
             rebenchmarked = self._final_rebenchmark(default)
             if default is not None and default[0].key in rebenchmarked:
                 default = (default[0], rebenchmarked[default[0].key])

@@ -82,11 +82,9 @@ class GPUEvaluator:
         except BaseException:
             self.close()
             raise
-        for worker in self._compilers[1:]:  # nothing is timed yet: set them all up now
-            try:
-                worker.wait_ready()
-            except WorkerSetupError:
-                pass  # a generation starts it again
+        # The other compile workers finish booting while the first configs compile: a
+        # generation grants their set-ups like smoke runs, so the first result does not wait
+        # for every worker's imports.
 
     # -- the protocol --------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
