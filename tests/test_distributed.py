@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
-import autotune.cache as cache_module  # noqa: E402
+import autotune.cache_guard as guard_module  # noqa: E402
 from autotune import cli  # noqa: E402
 from autotune.cache import SCHEMA_VERSION, Cache, CacheError  # noqa: E402
 from autotune.distributed.cluster import connect, parse_workers  # noqa: E402
@@ -277,16 +277,16 @@ def test_a_worker_may_not_open_the_cache_and_the_driver_writes_every_row(triton_
         assert row.result.status is Status.CRASH
         assert "may not be opened in this process" in row.result.error and "distributed worker" in row.result.error
         assert "then" in row.result.error  # it failed on one worker, then on another
-    reasons = three_workers.run(cache_module.writes_forbidden)
+    reasons = three_workers.run(guard_module.writes_forbidden)
     assert all(reason and "distributed worker" in reason for reason in reasons.values())
 
 
 def test_the_guard_allows_exactly_the_permitted_path(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache_module, "_writes_forbidden_because", None)  # restored after the test
-    cache_module.forbid_writes_in_this_process("a test says so")
+    monkeypatch.setattr(guard_module, "_writes_forbidden_because", None)  # restored after the test
+    guard_module.forbid_writes_in_this_process("a test says so")
     with pytest.raises(CacheError, match="a test says so"):
         Cache.open(tmp_path / "shared.db", create=True)
-    with cache_module.allow_database(tmp_path / "private.db"):
+    with guard_module.allow_database(tmp_path / "private.db"):
         Cache.open(tmp_path / "private.db", create=True).close()
         with pytest.raises(CacheError):
             Cache.open(tmp_path / "shared.db", create=True)

@@ -145,7 +145,8 @@ def test_session_options_round_trip_and_keep_what_they_do_not_type():
 
 
 # -- one store, one device module ---------------------------------------------------------------------
-STORE = {"autotune/cache.py", "autotune/cache_schema.py", "autotune/cache_merge.py", "autotune/cache_layers.py"}
+STORE = {"autotune/cache.py", "autotune/cache_schema.py", "autotune/cache_merge.py", "autotune/cache_layers.py",
+         "autotune/cache_rows.py", "autotune/cache_guard.py"}
 DEVICE = {"autotune/device.py"}
 
 

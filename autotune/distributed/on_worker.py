@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
-from autotune.cache import allow_database, forbid_writes_in_this_process
+from autotune.cache_guard import allow_database, forbid_writes_in_this_process
 from autotune.types import Candidate, Result
 
 WORKER_REASON = "it is a distributed worker; results go back to the session's process, which alone writes"
