@@ -7,18 +7,22 @@ database, config outside the space) ends in one line on stderr and exit status 2
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autotune.cache import Cache, CacheError
+from autotune.cache_schema import CacheError
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.databases import open_for_reading
 from autotune.errors import UserError
+
+if TYPE_CHECKING:
+    from autotune.cache import Cache
 
 EXIT_USAGE = 2
 
@@ -53,7 +57,12 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+SESSIONS_SHOWN = 50  # `autotune sessions` without --limit or --all
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `command`, only the module of that command is imported and added
+    (a refusal must not wait for every command's imports: simulate's alone take a while)."""
     parser = _Parser(prog="autotune", description="Tune Helion and Triton kernels; record every evaluation in sqlite.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for unexpected errors")
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -73,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed-from", default="default",
                       help="seeds evaluated first: comma-separated from default, heuristic, cache")
     tune.add_argument("--resume", type=_session_or_last, default=None, metavar="SESSION",
-                      help="continue a stopped session of --db (an id, or 'last' for the newest unfinished one): "
-                           "nothing measured is measured again")
+                      help="continue a stopped session of --db (an id, or 'last' for the newest one): nothing "
+                           "measured is measured again; a larger --budget continues one that reached its budget")
     tune.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="a strategy option, e.g. --option effort=full or --option copies=4 (repeatable)")
     tune.add_argument("--config", action="append", default=[], metavar="JSON_OR_FILE",
@@ -124,10 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "sessions":
             sub.add_argument("--device", default=None, help="for a kernel: only data measured on this GPU")
         if name == "sessions":
-            sub.add_argument("--limit", type=_positive_int, default=50)
+            shown = sub.add_mutually_exclusive_group()
+            shown.add_argument("--limit", type=_positive_int, default=SESSIONS_SHOWN,
+                               help=f"show the latest N sessions (default: {SESSIONS_SHOWN})")
+            shown.add_argument("--all", action="store_true", help="show every session")
             sub.add_argument("--wide", action="store_true",
                              help="also the Python version, limits, start time, database and seed origins")
-    for module in _command_modules():
+    for module in _command_modules(command):
         module.add_parser(commands)
     return parser
 
@@ -138,10 +150,22 @@ COMMAND_MODULES: tuple[str, ...] = ("noise", "check_config", "import_space", "ex
                                     "experiment", "compact")
 
 
-def _command_modules() -> list[Any]:
+def _command_modules(command: str | None = None) -> list[Any]:
+    """Every command module, or only `command`'s when it names one (or none for a command of
+    this file)."""
     import importlib
 
-    return [importlib.import_module(f"autotune.commands.{name}") for name in COMMAND_MODULES]
+    names = COMMAND_MODULES
+    if command in COMMANDS:
+        names = ()
+    elif command is not None and command.replace("-", "_") in COMMAND_MODULES:
+        names = (command.replace("-", "_"),)
+    return [importlib.import_module(f"autotune.commands.{name}") for name in names]
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The command word of an argument list (the first that is not an option), if any."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def positive_int(text: str) -> int:
@@ -167,8 +191,9 @@ def cmd_kernels(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_tune(args: argparse.Namespace, console: Console) -> int:
-    import os
+    from autotune.precheck import check_tune
 
+    options = check_tune(args)  # refusals that need no kernel answer before torch is imported
     from autotune.tuning import TuneRequest, run_tune
 
     if args.interpret:  # Triton decides at @triton.jit time, so before the kernel's file is loaded
@@ -180,34 +205,13 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
         compile_workers=args.compile_workers, compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
         grid=tuple(n.strip() for n in args.grid.split(",") if n.strip()), grid_sample=args.grid_sample,
         seed_from=args.seed_from, resume=args.resume if args.resume != "last" else None,
-        resume_last=args.resume == "last", strategy_options=_parse_options(args.option),
+        resume_last=args.resume == "last", strategy_options=options,
         configs=tuple(args.config),
         timing_target_ms=args.timing_ms, slow_factor=args.slow_factor,
         compile_timeout_factor=args.compile_timeout_factor, workers=args.workers, interpret=args.interpret,
     )
     run_tune(request, console)
     return 0
-
-
-def _parse_options(items: list[str]) -> tuple[tuple[str, Any], ...]:
-    """['effort=full', 'copies=4'] -> (('effort', 'full'), ('copies', 4)): numbers and booleans typed."""
-    options = []
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise UserError(f"--option takes KEY=VALUE, got {item!r}")
-        value: Any = text
-        if text.lower() in ("true", "false"):
-            value = text.lower() == "true"
-        else:
-            for kind in (int, float):
-                try:
-                    value = kind(text)
-                    break
-                except ValueError:
-                    continue
-        options.append((key.strip(), value))
-    return tuple(options)
 
 
 def _open_existing(args: argparse.Namespace) -> Cache:
@@ -219,7 +223,11 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
     from autotune.report import sessions_table
 
     cache = _open_existing(args)
-    console.print(sessions_table(cache.sessions(args.limit), wide=args.wide))
+    total = cache.session_count()
+    sessions = cache.sessions(total if args.all else args.limit)
+    console.print(sessions_table(sessions, wide=args.wide))
+    if len(sessions) < total:  # never silently: say what is left out and how to see it
+        console.print(f"showing the latest {len(sessions)} of {total} sessions (--limit N or --all for more)")
     return 0
 
 
@@ -282,17 +290,32 @@ COMMANDS = {"kernels": cmd_kernels, "tune": cmd_tune, "sessions": cmd_sessions, 
             "export": cmd_export}
 
 
+# Columns rich renders to when stdout is not a terminal (a pipe, a file, a test's capture):
+# left to itself rich uses 80 there and cuts every wider table cell to "…".
+PIPE_WIDTH = 10_000
+
+
+def make_console() -> Console:
+    """The console commands print to: the terminal's width on a terminal, COLUMNS when it is
+    set, and otherwise wide enough that nothing piped or captured is cut."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    if (isatty is not None and isatty()) or os.environ.get("COLUMNS", "").strip():
+        return Console()
+    return Console(width=PIPE_WIDTH)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    console = Console()
+    console = make_console()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        argv = list(argv if argv is not None else sys.argv[1:])
+        args = build_parser(_command_in(argv)).parse_args(argv)
         if args.command is None:
             raise UserError("no command given (try: autotune kernels, tune, sessions, show, export, simulate)")
         if args.command in COMMANDS:
             return COMMANDS[args.command](args, console)
-        module = next(m for m in _command_modules() if m.NAME == args.command)
+        module = next(m for m in _command_modules(args.command) if m.NAME == args.command)
         return module.run(args, console)
     except (UserError, CacheError) as error:
         print(f"autotune: error: {error}", file=sys.stderr)

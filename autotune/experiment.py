@@ -23,6 +23,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+from rich.rule import Rule
+
 from autotune.errors import UserError
 
 
@@ -167,7 +169,8 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
     for number, job in enumerate(jobs, start=1):
         if options.deadline_at is not None and time.monotonic() >= options.deadline_at:
             raise DeadlineReached(not_started=[describe(j) for j in jobs[number - 1:]])
-        console.rule(f"{noun} {number}/{len(jobs)}: {describe(job)}")
+        # A rule spans the console: capped, since piped output is rendered very wide (autotune.cli).
+        console.print(Rule(f"{noun} {number}/{len(jobs)}: {describe(job)}"), width=min(console.width, 120))
         try:
             with _interrupted_at(options.deadline_at):
                 outcome = job(options.db)

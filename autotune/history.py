@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from autotune.cache import Cache, EvaluationRow
-from autotune.report import comparison_table, gbps, timeline_line, where_measured
-from autotune.session import GenerationSummary
+from autotune.report import comparison_table, gbps, statuses_text, tested_text, timeline_line, where_measured
+from autotune.session import DEFAULT, GenerationSummary
 from autotune.types import Candidate, Result
-from search_spaces.space import SearchSpace
+from search_spaces.space import SearchSpace, params_key
 
 
 def timeline(rows: list[EvaluationRow], space: SearchSpace | None) -> list[GenerationSummary]:
@@ -80,15 +81,44 @@ def print_session(cache: Cache, session: dict[str, Any], console: Console) -> No
     table_rows += list(baselines.items())
     bytes_moved = _bytes_moved(session)
     copy = baselines.get("device copy")
+    counts, default_status = session_counts(cache, session, rows, space)
     console.print(comparison_table(table_rows, bytes_moved or 0, best[1].median_ms if best else None,
-                                   f"session {session['id']}: {session['evaluations']} evaluations",
+                                   f"session {session['id']}: {tested_text(counts, default_status, session['budget'])}",
                                    copy_ms=copy.median_ms if copy is not None and copy.ok else None))
+    console.print(statuses_text(counts, default_status))
     if best:
         console.print(f"best config ({best[0].key}): {dict(best[0].native)}")
     if bytes_moved and best:
         console.print(f"best moves {bytes_moved / 1e6:.1f} MB per call: {gbps(bytes_moved, best[1].median_ms):.0f} GB/s")
     for line in where_measured(cache.measured_on_counts(session["id"]), cache.calibrations(session["id"])):
         console.print(escape(line))  # worker labels are recorded text, never markup
+
+
+# Sessions not run by `autotune.session.Session` (imports of another tuner's data): no default
+# config is evaluated free of budget there.
+NO_FREE_DEFAULT = ("imported",)
+
+
+def session_counts(cache: Cache, session: dict[str, Any], rows: list[EvaluationRow],
+                   space: SearchSpace | None) -> tuple[Counter, str | None]:
+    """As `report.outcome_counts`, from the recorded rows: (per-status counts of the configs
+    counted against the budget, the default config's status when it was evaluated free).
+    The default's row is the one recorded with origin "default"; rows recorded before origins
+    were (schema 5) are read as the session wrote them: generation 0 starts with the default."""
+    search = [r for r in rows if r.generation >= 0]
+    default = None
+    if session["mode"] not in NO_FREE_DEFAULT:
+        origins = cache.origins(session["id"])
+        if origins:
+            default = next((r for r in search if r.generation == 0 and origins.get(r.candidate.key) == DEFAULT),
+                           None)
+        else:
+            first = default_row(search)
+            if first is not None and space is not None and params_key(first.candidate.params) == \
+                    params_key(space.default):
+                default = first
+    counts = Counter(r.result.status.value for r in search if r is not default)
+    return counts, default.result.status.value if default is not None else None
 
 
 def _bytes_moved(session: dict[str, Any]) -> int | None:

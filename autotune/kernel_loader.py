@@ -33,6 +33,35 @@ def is_locator(text: str) -> bool:
     return ":" in text
 
 
+def check_kernel_name(text: str) -> int | None:
+    """What can be checked of a kernel argument without importing any kernel (so torch, triton
+    and helion): a built-in name exists, a locator is well formed and its file exists.  Returns
+    the rank of a built-in kernel (None for a user's); KernelNotFound (one line) otherwise."""
+    if not is_locator(text):
+        from autotune.kernels.names import UnknownKernel, builtin_kernel
+
+        try:
+            return builtin_kernel(text).rank
+        except UnknownKernel as error:
+            registry = sys.modules.get("autotune.kernels.registry")
+            registered = getattr(registry, "_REGISTRY", {})
+            if text in registered:  # registered in this process, beside the built-in ones
+                return registered[text].rank
+            raise KernelNotFound(f"{error.args[0]}; a kernel of your own is named FILE.py:NAME") from None
+    where, _, attribute = text.rpartition(":")
+    if not where or not attribute.isidentifier():
+        raise KernelNotFound(f"{text!r} is not FILE.py:NAME or module:NAME")
+    if _is_file_locator(where):
+        path = Path(where).expanduser()
+        if not path.is_file():
+            raise KernelNotFound(f"no file {where}" if not path.exists() else f"{where} is not a file")
+    return None
+
+
+def _is_file_locator(where: str) -> bool:
+    return where.endswith(".py") or "/" in where
+
+
 def resolve_kernel(text: str) -> Kernel:
     """The kernel a locator or built-in name stands for; KernelNotFound (one line) if none."""
     if not is_locator(text):
@@ -42,10 +71,9 @@ def resolve_kernel(text: str) -> Kernel:
             return get_kernel(text)
         except UnknownKernel as error:
             raise KernelNotFound(f"{error.args[0]}; a kernel of your own is named FILE.py:NAME") from None
+    check_kernel_name(text)
     where, _, attribute = text.rpartition(":")
-    if not where or not attribute.isidentifier():
-        raise KernelNotFound(f"{text!r} is not FILE.py:NAME or module:NAME")
-    module = _load_file(where) if where.endswith(".py") or "/" in where else _import(where)
+    module = _load_file(where) if _is_file_locator(where) else _import(where)
     if not hasattr(module, attribute):
         found = ", ".join(sorted(_kernels_in(module))) or "none"
         raise KernelNotFound(f"{where} has no {attribute!r} (kernels there: {found})")

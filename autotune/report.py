@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Iterable
 
 from rich.console import Console
@@ -101,16 +102,47 @@ def outcome_rows(task: TuningTask, outcome: SessionOutcome,
     return rows
 
 
+def outcome_counts(outcome: SessionOutcome) -> tuple[Counter, str | None]:
+    """(per-status counts of the configs counted against the budget, the status of the default
+    config when it was evaluated free of budget).  A session's counts include the default, its
+    budget does not: told apart, the configs tested equal the statuses' sum and, once the budget
+    is reached, the budget."""
+    counts = Counter({status: n for status, n in outcome.status_counts.items() if n})
+    if outcome.default is None or sum(counts.values()) - outcome.evaluations != 1:
+        return counts, None
+    candidate, result = outcome.default
+    # A default re-timed at the end was ok when first evaluated (only ok configs are re-timed).
+    status = "ok" if candidate.key in outcome.rebenchmarked else result.status.value
+    if not counts[status]:
+        return counts, None
+    counts[status] -= 1
+    return +counts, status
+
+
+def tested_text(counts: Counter, default_status: str | None, budget: int | None = None) -> str:
+    """'10 configs tested (budget 10) + the default config': what a session's title says."""
+    budget_text = f" (budget {budget})" if budget else ""
+    return (f"{sum(counts.values())} configs tested{budget_text}"
+            + (" + the default config" if default_status is not None else ""))
+
+
+def statuses_text(counts: Counter, default_status: str | None) -> str:
+    """'statuses of the 10 configs: ok 9, compile_timeout 1; the default config (free of budget): ok'."""
+    listed = ", ".join(f"{status} {n}" for status, n in sorted(counts.items())) or "none"
+    default = f"; the default config (free of budget): {default_status}" if default_status is not None else ""
+    return f"statuses of the {sum(counts.values())} configs: {listed}{default}"
+
+
 def print_outcome(console: Console, task: TuningTask, outcome: SessionOutcome, db: str = "cache.db",
                   recorded_best: tuple[Candidate, Result] | None = None) -> None:
     best_ms = outcome.best[1].median_ms if outcome.best else None
     copy = outcome.baselines.get("device copy")
+    counts, default_status = outcome_counts(outcome)
     console.print(comparison_table(outcome_rows(task, outcome, recorded_best), task.bytes_moved(), best_ms,
-                                   f"session {outcome.session_id}: {outcome.evaluations} configs, "
+                                   f"session {outcome.session_id}: {tested_text(counts, default_status)}, "
                                    f"stopped by {outcome.exit_reason}, {outcome.wall_s:.1f} s",
                                    copy_ms=copy.median_ms if copy is not None and copy.ok else None))
-    counts = ", ".join(f"{status} {n}" for status, n in sorted(outcome.status_counts.items()))
-    console.print(f"statuses: {counts}")
+    console.print(statuses_text(counts, default_status))
     if outcome.best:
         console.print(f"best config ({outcome.best[0].key}): {dict(outcome.best[0].native)}")
         if outcome.best_origin:
@@ -144,7 +176,8 @@ def sessions_table(sessions: list[dict[str, Any]], wide: bool = False) -> Table:
         v, options = s["versions"], s["options"]
         row = [str(s["id"]), s["kernel"], "x".join(map(str, s["shape"])), s["dtype"], s["strategy"], str(s["seed"]),
                MODE_LABELS.get(s["mode"], s["mode"]), str(s["evaluations"]), str(s["failures"]),
-               s["exit_reason"] or "running?", s["device"], f"{v.get('torch')}/{v.get('triton')}/{v.get('helion')}",
+               s["exit_reason"] or "running?", s["device"] or "(unnamed)",  # an import's file may name none
+               f"{v.get('torch')}/{v.get('triton')}/{v.get('helion')}",
                s["space_fingerprint"] if wide else s["space_fingerprint"][:12]]
         if wide:
             limits = [f"{s['budget']} configs" if s["budget"] else "", f"{s['seconds']:g} s" if s["seconds"] else ""]

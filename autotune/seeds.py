@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from autotune.cache import Cache
 from autotune.errors import UserError
-from autotune.task import TuningTask
 from autotune.types import Params
 from search_spaces.parameters import Integer, JsonValue, Parameter, PowerOfTwo
 from search_spaces.space import InvalidConfig, SearchSpace
+
+if TYPE_CHECKING:  # the CLI reads --config before importing the cache or the kernels (torch)
+    from autotune.cache import Cache
+    from autotune.task import TuningTask
 
 SOURCES = ("default", "heuristic", "cache")
 USER = "user"  # the origin of configs given with --config
@@ -102,7 +105,12 @@ class ConfigInputError(UserError):
 def read_configs(texts: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
     """(label, JSON object) for each config in `--config` arguments (inline JSON, or a file
     holding one object or a list of them).  Reads only: no space is needed yet, so this runs
-    before anything else in a command."""
+    before anything else in a command.
+
+    An object is a point of the space (`block_sizes[0]`...), a native config as `autotune export
+    SESSION --format json` writes it (`block_sizes: [...]`), or a whole config table as `autotune
+    export KERNEL --format json` writes it (its entry for the task's shape is used): what this
+    framework exports, it reads back (`resolve_user_configs`)."""
     configs: list[tuple[str, dict[str, Any]]] = []
     for text in texts:
         data, where = _load(text)
@@ -113,8 +121,119 @@ def read_configs(texts: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
             label = f"{where} item {index}" if isinstance(data, list) else where
             if not isinstance(item, dict):
                 raise ConfigInputError(f"{label} is {_json_kind(item)}, not a JSON object of parameter name -> value")
+            if _is_table(item):
+                _check_table(item, label)
             configs.append((label, item))
     return configs
+
+
+@dataclass(frozen=True)
+class UserConfig:
+    """One --config resolved against a task's space."""
+
+    label: str
+    point: Params  # the completed, canonical point
+    given: tuple[str, ...]  # the parameters the config set (the others come from the default)
+    form: str  # "point", "native" (a compiler config) or "table" (an entry of a config table)
+
+
+def resolve_user_configs(task: TuningTask, configs: Sequence[tuple[str, Mapping[str, JsonValue]]]
+                         ) -> list[UserConfig]:
+    """Each config as a point of the task's space; ConfigInputError (one line) for the first that
+    does not fit (including a config the compiler itself rejects when normalising it)."""
+    resolved = []
+    for label, raw in configs:
+        form = "point"
+        if _is_table(raw):
+            label, raw = _table_entry(task, label, raw)
+            form = "table"
+        partial, found = _as_partial_point(task, raw, label)
+        if form == "point" and any(key not in task.space.names for key in raw):
+            form = "native"
+        point = user_point(task.space, found if found is not None else partial, label)
+        try:
+            task.candidate(point)
+        except InvalidConfig as error:
+            raise ConfigInputError(f"{label}: {_one_line(str(error))}") from None
+        resolved.append(UserConfig(label=label, point=point, given=tuple(n for n in task.space.names if n in partial),
+                                   form=form))
+    return resolved
+
+
+def _as_partial_point(task: TuningTask, raw: Mapping[str, JsonValue], label: str
+                      ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the parameters `raw` sets, by the space's names; for a native config the codec
+    recognises, its complete point, else None).  A point's names are the space's own; a native
+    config (helion.Config's keyword arguments) holds each list-valued setting as one list:
+    `block_sizes: [64]` is `block_sizes[0]: 64`."""
+    space = task.space
+    names = set(space.names)
+    if all(key in names for key in raw) or space.family != "helion":  # elsewhere a point is its own config
+        return dict(raw), None
+    partial: dict[str, Any] = {}
+    unknown: list[str] = []
+    for key, value in raw.items():
+        slots = [name for name in space.names if name.startswith(f"{key}[")]
+        if key in names:
+            partial[key] = value
+        elif isinstance(value, list) and len(value) == len(slots):  # both empty: a setting this space lacks
+            partial.update({f"{key}[{i}]": v for i, v in enumerate(value)})
+        elif isinstance(value, list) and slots:
+            shown = ", ".join(slots[:6]) + (", ..." if len(slots) > 6 else "")
+            raise ConfigInputError(f"{label}: {key} has {len(value)} element(s); {space.kernel}'s space has "
+                                   f"{len(slots)} ({shown})")
+        else:
+            unknown.append(key)
+    if unknown:
+        raise ConfigInputError(f"{label}: {_unknown_message(space, unknown)}")
+    try:  # the codec knows the compiler's spelling best: a recorded config is found as recorded
+        found = task.codec.params_of(dict(raw))
+    except (InvalidConfig, TypeError, ValueError, KeyError):
+        found = None
+    return partial, found
+
+
+def _number(value: Any) -> float:
+    """A table entry's time, for ties between shapes equally near; a missing or odd one sorts last."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.inf
+
+
+def _is_table(raw: Mapping[str, Any]) -> bool:
+    from autotune.config_table import FORMAT
+
+    return raw.get("format") == FORMAT and "entries" in raw
+
+
+def _check_table(raw: Mapping[str, Any], label: str) -> None:
+    """A config table's structure, checked before any kernel is bound."""
+    entries = raw.get("entries")
+    if not isinstance(raw.get("kernel"), str) or not isinstance(entries, list) or not entries:
+        raise ConfigInputError(f"{label} is a config table with no kernel or no entries")
+    for number, entry in enumerate(entries, start=1):
+        ok = (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and isinstance(entry.get("config"), dict)
+              and isinstance(entry.get("shape"), list) and entry["shape"]
+              and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in entry["shape"]))
+        if not ok:
+            raise ConfigInputError(f"{label}: config table entry {number} needs a shape, a dtype and a config")
+
+
+def _table_entry(task: TuningTask, label: str, raw: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(label, native config) of the table's entry for the task: its shape, else the nearest
+    recorded shape of its dtype and rank (the rule `autotune.configured` serves by)."""
+    from autotune.config_table import EXACT, Entry, ConfigTable
+
+    if raw["kernel"] != task.spec.name:
+        raise ConfigInputError(f"{label} is a config table of {raw['kernel']}, not of {task.spec.name}")
+    table = ConfigTable(kernel=raw["kernel"], family=str(raw.get("family", "")), source_hash="",
+                        entries=[Entry(shape=tuple(e["shape"]), dtype=e["dtype"], config=e["config"],
+                                       median_ms=_number(e.get("median_ms"))) for e in raw["entries"]])
+    pick = table.pick(task.shape, task.dtype)
+    at = f"{'x'.join(map(str, task.shape))} {task.dtype}"
+    if pick.config is None:
+        raise ConfigInputError(f"{label}: the config table has no entry for {task.dtype} at rank {len(task.shape)}")
+    if pick.how == EXACT:
+        return f"{label} (its entry for {at})", pick.config
+    return f"{label} (its entry for {'x'.join(map(str, pick.shape or ()))}, the nearest to {at})", pick.config
 
 
 def user_point(space: SearchSpace, raw: Mapping[str, JsonValue], label: str = "config") -> dict[str, JsonValue]:
@@ -140,15 +259,7 @@ def user_seeds(task: TuningTask, configs: Sequence[tuple[str, Mapping[str, JsonV
                ) -> list[tuple[str, Params]]:
     """("user", point) seeds for a task; raises ConfigInputError for the first that does not fit
     (including a config the compiler itself rejects when normalising it)."""
-    seeds = []
-    for label, raw in configs:
-        point = user_point(task.space, raw, label)
-        try:
-            task.candidate(point)
-        except InvalidConfig as error:
-            raise ConfigInputError(f"{label}: {_one_line(str(error))}") from None
-        seeds.append((USER, point))
-    return seeds
+    return [(USER, config.point) for config in resolve_user_configs(task, configs)]
 
 
 def allowed_values(parameter: Parameter) -> str:

@@ -254,8 +254,9 @@ def _check_workers(request: TuneRequest, settings: SessionSettings) -> None:
 
 def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget: int | None):
     from autotune.strategies.grid import GridSearch, GridTooLarge
+    from autotune.strategies.options import check_options
 
-    options = dict(request.strategy_options)
+    options = check_options(request.strategy, dict(request.strategy_options))  # typed, or one line
     if strategy_cls is GridSearch:
         options.update(names=request.grid or None, sample=request.grid_sample)
     elif request.grid:

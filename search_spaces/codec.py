@@ -52,6 +52,11 @@ class RecordedCodec:
     def __init__(self, space: SearchSpace, aliases: Mapping[str, tuple[Params, dict[str, JsonValue]]]) -> None:
         self.space = space
         self._aliases = dict(aliases)
+        # A normalised point normalises to itself (Helion's normalisation is idempotent), so the
+        # point `params_of` gives for a recorded config (a user's, an export's, a cache seed) is
+        # answered as recorded even where no strategy asked that exact point.
+        for point, native in aliases.values():
+            self._aliases.setdefault(params_key(point), (point, native))
         self._by_native = {params_key(native): point for point, native in self._aliases.values()}
 
     def normalise(self, params: Mapping[str, JsonValue]) -> tuple[Params, dict[str, JsonValue]]:

@@ -480,9 +480,15 @@ def test_check_config_on_the_helion_kernel_gives_a_loadable_helion_config(capsys
     assert item["config"]["num_warps"] == 8 and item["config"]["block_sizes[0]"] == 2
     config = helion.Config(**item["native"])
     assert config.num_warps == 8 and list(config.block_sizes) == [2]
+    # helion.Config's own spelling (what `autotune export SESSION --format json` writes) is read too
+    code, out, err = run_main(["check-config", "softmax", "--shape", "64x1000", "--format", "json",
+                               "--config", '{"num_warps": 8, "block_sizes": [2]}'], capsys)
+    assert code == 0, err
+    (native,) = json.loads(out)
+    assert native["config"] == item["config"] and native["given_as"] == "native"
     line = assert_one_line_error(*run_main(["check-config", "softmax", "--shape", "64x1000",
-                                            "--config", '{"block_sizes": [2]}'], capsys))
-    assert "block_sizes[0]" in line  # the hint: list values are one parameter per element
+                                            "--config", '{"block_sizes": [2, 4]}'], capsys))
+    assert "block_sizes[0]" in line  # the hint: one element per slot of the space
 
 
 # -- where each session's data came from ------------------------------------------------------------

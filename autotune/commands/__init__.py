@@ -23,6 +23,9 @@ def add_task_arguments(parser: Any, *, shape_help: str = SHAPE_HELP) -> None:
 def kernel_task_inputs(args: Any) -> tuple[Any, tuple[int, ...], Any]:
     """(kernel, shape, dtype) for KERNEL --shape --dtype; one line (UserError) for bad input."""
     from autotune.errors import UserError
+    from autotune.precheck import check_task
+
+    check_task(args.kernel, args.shape, args.dtype)  # before the kernel (and torch) is imported
     from autotune.kernel_loader import resolve_kernel
     from autotune.kernels import parse_dtype, parse_shape
 

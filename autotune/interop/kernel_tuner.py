@@ -230,9 +230,12 @@ def parse_document(document: Any, *, name: str = "<document>", digest: str = "",
         ordered[key] = values
     if not isinstance(cache, dict) or not cache:
         raise KernelTunerFileError(f"{name}: the cache holds no configurations")
-    for field_name in ("device_name", "kernel_name"):
-        if not isinstance(document[field_name], str) or not document[field_name]:
-            raise KernelTunerFileError(f"{name}: {field_name} must be a non-empty string")
+    # Kernel Tuner takes any string as a device name, "" included (a simulation adopts the file's
+    # name as is; a live run refuses a file of another device): so do we.
+    if not isinstance(document["device_name"], str):
+        raise KernelTunerFileError(f"{name}: device_name must be a string")
+    if not isinstance(document["kernel_name"], str) or not document["kernel_name"]:
+        raise KernelTunerFileError(f"{name}: kernel_name must be a non-empty string")
     allowed = {k: {_token(v) for v in vals} for k, vals in ordered.items()}
     entries, seen = [], set()
     for key, raw_entry in cache.items():

@@ -1,16 +1,22 @@
-"""Built-in kernels, looked up by name through `get_kernel`."""
+"""Built-in kernels, looked up by name through `get_kernel`.
 
-from autotune.kernels.registry import (
-    DTYPES,
-    Kernel,
-    UnknownKernel,
-    all_kernels,
-    dtype_name,
-    get_kernel,
-    parse_dtype,
-    parse_shape,
-    register,
-)
+The registry (and torch with it) is imported on first use of one of its names, so the
+command line can validate a kernel name, shape and dtype (`autotune.kernels.names`) first.
+"""
 
-__all__ = ["DTYPES", "Kernel", "UnknownKernel", "all_kernels", "dtype_name", "get_kernel",
-           "parse_dtype", "parse_shape", "register"]
+from typing import Any
+
+_REGISTRY_NAMES = ("DTYPES", "Kernel", "all_kernels", "dtype_name", "get_kernel", "parse_dtype", "register")
+_NAMES = ("UnknownKernel", "parse_shape")
+
+__all__ = sorted(_REGISTRY_NAMES + _NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _REGISTRY_NAMES:
+        return getattr(importlib.import_module("autotune.kernels.registry"), name)
+    if name in _NAMES:
+        return getattr(importlib.import_module("autotune.kernels.names"), name)
+    raise AttributeError(f"module 'autotune.kernels' has no attribute {name!r}")

@@ -12,12 +12,11 @@ from typing import Sequence
 import torch
 
 from autotune.kernel import Inputs, Kernel, Shape  # noqa: F401 - Inputs and Shape are re-exported
+from autotune.kernels.names import (  # noqa: F401 - parse_shape and UnknownKernel are re-exported
+    UnknownKernel, check_dtype, parse_shape, unknown_kernel_message,
+)
 
 DTYPES: dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-
-
-class UnknownKernel(KeyError):
-    """Raised for a kernel name that is not registered."""
 
 
 _REGISTRY: dict[str, Kernel] = {}
@@ -37,8 +36,7 @@ def get_kernel(name: str) -> Kernel:
     try:
         return _REGISTRY[name]
     except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise UnknownKernel(f"unknown kernel {name!r} (known: {known})") from None
+        raise UnknownKernel(unknown_kernel_message(name, list(_REGISTRY))) from None
 
 
 def all_kernels() -> list[Kernel]:
@@ -55,29 +53,8 @@ def _load_builtins() -> None:
     )
 
 
-def parse_shape(text: str, rank: int | None = None) -> Shape:
-    """'4096x32000' -> (4096, 32000); raises ValueError with a one-line reason.
-
-    Only ASCII digits are extents: int() would also take ' 7', '+7', '1_000' and other
-    scripts' digits, none of which a user means as a shape."""
-    pieces = text.lower().replace("×", "x").split("x")
-    try:
-        if not all(p.isascii() and p.isdigit() for p in pieces):
-            raise ValueError(text)
-        shape = tuple(int(p) for p in pieces)
-    except ValueError:
-        raise ValueError(f"malformed shape {text!r}: expected positive integers joined by 'x', e.g. 4096x32000") from None
-    if any(d <= 0 for d in shape):
-        raise ValueError(f"malformed shape {text!r}: every extent must be positive")
-    if rank is not None and len(shape) != rank:
-        raise ValueError(f"shape {text!r} has {len(shape)} dimension(s); this kernel takes {rank}")
-    return shape
-
-
 def parse_dtype(text: str, allowed: Sequence[str] = tuple(DTYPES)) -> torch.dtype:
-    if text not in DTYPES or text not in allowed:
-        raise ValueError(f"unsupported dtype {text!r} (supported: {', '.join(allowed)})")
-    return DTYPES[text]
+    return DTYPES[check_dtype(text, allowed)]
 
 
 def dtype_name(dtype: torch.dtype) -> str:
