@@ -1,0 +1,88 @@
+"""What the command line must know about the built-in kernels before importing any of them.
+
+Why a static table: the kernels' modules import torch, triton and helion (seconds), and a
+command refused for a misspelt kernel name, a malformed shape or an unsupported dtype should
+answer at once.  `tests/test_newcomer.py` checks this table against the real registry, so
+the two cannot drift apart.  Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DTYPE_NAMES = ("float16", "bfloat16", "float32")
+
+
+class UnknownKernel(KeyError):
+    """Raised for a kernel name that is not registered."""
+
+
+@dataclass(frozen=True)
+class BuiltinKernel:
+    """A built-in kernel as the command line validates it: its module, rank and dtypes."""
+
+    module: str  # autotune.kernels.<module> registers it
+    family: str  # "helion" or "triton"
+    rank: int
+    dtypes: tuple[str, ...] = DTYPE_NAMES
+
+
+_MATMUL = BuiltinKernel("matmul_epilogue", "helion", 3)
+_SOFTMAX_HELION = BuiltinKernel("softmax_helion", "helion", 2)
+
+BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
+    "faulty": BuiltinKernel("faulty_triton", "triton", 2, ("float32",)),
+    "matmul": _MATMUL,
+    "matmul-l2norm": _MATMUL,
+    "matmul-layernorm": _MATMUL,
+    "matmul-logsumexp": _MATMUL,
+    "matmul-max": _MATMUL,
+    "matmul-rmsnorm": _MATMUL,
+    "matmul-softmax": _MATMUL,
+    "matmul-sum": _MATMUL,
+    "softmax": _SOFTMAX_HELION,
+    "softmax-cooperative": BuiltinKernel("softmax_cooperative", "triton", 2),
+    "softmax-lookback": BuiltinKernel("softmax_lookback", "triton", 2),
+    "softmax-online": _SOFTMAX_HELION,
+    "softmax-persistent": BuiltinKernel("softmax_persistent", "triton", 2),
+    "softmax-split": BuiltinKernel("softmax_split", "triton", 2),
+    "softmax-triton": BuiltinKernel("softmax_triton", "triton", 2),
+}
+
+
+def unknown_kernel_message(name: str, known: list[str] | None = None) -> str:
+    return f"unknown kernel {name!r} (known: {', '.join(sorted(known or BUILTIN_KERNELS))})"
+
+
+def builtin_kernel(name: str) -> BuiltinKernel:
+    """The static description of a built-in kernel; UnknownKernel (its one-line message) if none."""
+    try:
+        return BUILTIN_KERNELS[name]
+    except KeyError:
+        raise UnknownKernel(unknown_kernel_message(name)) from None
+
+
+def parse_shape(text: str, rank: int | None = None) -> tuple[int, ...]:
+    """'4096x32000' -> (4096, 32000); raises ValueError with a one-line reason.
+
+    Only ASCII digits are extents: int() would also take ' 7', '+7', '1_000' and other
+    scripts' digits, none of which a user means as a shape."""
+    pieces = text.lower().replace("×", "x").split("x")
+    try:
+        if not all(p.isascii() and p.isdigit() for p in pieces):
+            raise ValueError(text)
+        shape = tuple(int(p) for p in pieces)
+    except ValueError:
+        raise ValueError(f"malformed shape {text!r}: expected positive integers joined by 'x', e.g. 4096x32000") from None
+    if any(d <= 0 for d in shape):
+        raise ValueError(f"malformed shape {text!r}: every extent must be positive")
+    if rank is not None and len(shape) != rank:
+        raise ValueError(f"shape {text!r} has {len(shape)} dimension(s); this kernel takes {rank}")
+    return shape
+
+
+def check_dtype(text: str, allowed: tuple[str, ...] | list[str] = DTYPE_NAMES) -> str:
+    """The dtype's name if the kernel takes it; ValueError (one line) otherwise."""
+    if text not in DTYPE_NAMES or text not in allowed:
+        raise ValueError(f"unsupported dtype {text!r} (supported: {', '.join(allowed)})")
+    return text
