@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from autotune.cache import Cache
+if TYPE_CHECKING:  # the store imports sqlite_utils (and pandas): only when a command opens a file
+    from autotune.cache import Cache
 
 USER_DB = Path("user.db")
 SHIPPED_DB = Path("cache.db")
@@ -31,18 +33,22 @@ def _shipped_path(text: str) -> Path | None:
     return None if text.strip().lower() in ("", "none") else Path(text)
 
 
-def open_for_reading(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB) -> Cache:
+def open_for_reading(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB) -> "Cache":
     """The user's database with the shipped data beside it; the shipped data alone when the
     user has recorded nothing yet.  Refuses (CacheError) when neither exists."""
     db, shipped = Path(db), (Path(shipped) if shipped is not None else None)
     if not db.exists() and (shipped is None or not shipped.exists()):
         named = f"{db}" + (f" nor {shipped}" if shipped is not None else "")
         raise_missing(named)
+    from autotune.cache import Cache
+
     return Cache.open(db, shipped=shipped)
 
 
-def open_for_writing(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB) -> Cache:
+def open_for_writing(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB) -> "Cache":
     """The user's database, created when missing, with the shipped data readable beside it."""
+    from autotune.cache import Cache
+
     return Cache.open(Path(db), create=True, shipped=shipped)
 
 

@@ -68,17 +68,23 @@ def test_a_resumed_session_equals_an_uninterrupted_one(helion_task, tmp_path, st
     assert db.integrity_ok()
 
 
-def test_resume_does_not_measure_baselines_again(triton_task, tmp_path):
+def test_baselines_are_measured_once_after_the_search_and_never_again_on_resume(triton_task, tmp_path):
     db = Cache.open(tmp_path / "t.db", create=True)
     evaluator = StopAfter(hashed_cost, 5)
     evaluator._baselines = {"torch.softmax": 1.5}
     with pytest.raises(KeyboardInterrupt):
         _session(triton_task, db, evaluator, "random").run()
-    assert list(db.baselines(session_id=1)) == ["torch.softmax"]
+    assert db.baselines(session_id=1) == {}  # stopped during the search: the first config did not wait for them
     resumed = FakeEvaluator(hashed_cost, baselines={"torch.softmax": 9.9})
     outcome = _session(triton_task, db, resumed, "random", resume=1).run()
-    assert outcome.baselines["torch.softmax"].median_ms == 1.5
+    assert outcome.baselines["torch.softmax"].median_ms == 9.9
+    db.db.execute("UPDATE sessions SET exit_reason = 'interrupted'")  # as if killed in its final re-timing
+    again = FakeEvaluator(hashed_cost, baselines={"torch.softmax": 4.2})
+    outcome = _session(triton_task, db, again, "random", resume=1).run()
+    assert outcome.baselines["torch.softmax"].median_ms == 9.9  # the recorded ones, not measured again
     assert len(db.db.execute("SELECT * FROM baselines").fetchall()) == 1
+    search_started = db.search_started(1)
+    assert search_started == db.session(1)["started"]  # baselines came after the search began
 
 
 def test_parse_sources_rejects_unknown_names():

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                   + (" (the file was cut short; its complete entries were read)" if ks.repaired else ""))
     console.print(f"  space     {fingerprint}")
     console.print(f"  kernel    {escape(ks.kernel_name)}  shape {'x'.join(map(str, ks.shape)) or '-'}")
-    console.print(f"  device    {escape(ks.device_name)}")
+    console.print(f"  device    {escape(ks.device_name) or '(unnamed: the file gives no device_name)'}")
     console.print(f"  configs   {valid + failed} ({valid} valid, {failed} failed)")
     if best is not None:
         console.print(f"  best      {best[1].median_ms:.6g} ms")

@@ -72,7 +72,7 @@ class RecordedSpace:
         points: dict[str, dict[str, Any]] = {}
         names = record.space.names
         for params_json, status, median_ms, compile_s, bench_s in cache.db.execute(
-            "SELECT params_json, status, median_ms, compile_s, bench_s FROM evaluations"
+            "SELECT params_json, status, median_ms, compile_s, bench_s FROM all_evaluations"
             " WHERE space_fingerprint = ? AND source = 'measured' AND generation >= 0 ORDER BY id", (fingerprint,)
         ):
             params = params_from_text(params_json, names)
