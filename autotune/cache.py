@@ -340,6 +340,19 @@ class Cache:
             grouped.setdefault(row[0], []).append(_result(row))
         return grouped
 
+    def measured_points(self, fingerprint: str) -> list[tuple[dict[str, Any], Result]]:
+        """Every search-time measurement of a space with the point it measured, oldest first.
+
+        What an oracle over the recorded space is built from (`autotune.simulation.oracle`):
+        the point is needed to offer a strategy exactly the recorded points, the result to answer
+        them.  Re-benchmarks (generation < 0) and replayed or reused rows are left out.
+        """
+        rows = self.db.execute(
+            f"SELECT params_json, {_RESULT_COLUMNS} FROM all_evaluations WHERE space_fingerprint = ?"
+            " AND source = 'measured' AND generation >= 0 ORDER BY id", (fingerprint,),
+        ).fetchall()
+        return [(self._point(text, fingerprint), _result(tuple(rest))) for text, *rest in rows]
+
     def distinct_valid(self, fingerprint: str) -> int:
         """How many distinct configs of a space were measured and ran correctly (any session)."""
         return self.db.execute(

@@ -150,7 +150,9 @@ def resolve_user_configs(task: TuningTask, configs: Sequence[tuple[str, Mapping[
         partial, found = _as_partial_point(task, raw, label)
         if form == "point" and any(key not in task.space.names for key in raw):
             form = "native"
-        point = user_point(task.space, found if found is not None else partial, label)
+        # the codec's space: a replay offers its strategy only the recorded sample (task.space),
+        # but a --config outside it is still a config of the space (answered not_recorded)
+        point = user_point(task.codec.space, found if found is not None else partial, label)
         try:
             task.candidate(point)
         except InvalidConfig as error:

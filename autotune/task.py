@@ -7,14 +7,17 @@ the cache (a replay: the space recorded on the GPU, normalised through recorded 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from autotune.kernel import Kernel
 from autotune.kernels.registry import Shape, dtype_name
 from autotune.types import Candidate
 from search_spaces.codec import Codec, DeclaredCodec, RecordedCodec
 from search_spaces.fingerprint import SpaceIdentity, source_hash
-from search_spaces.space import SearchSpace, config_key
+from search_spaces.space import InvalidConfig, SearchSpace, config_key, params_key
+
+if TYPE_CHECKING:  # the oracle is built only for replays
+    from autotune.simulation.oracle import Oracle
 
 
 @dataclass
@@ -26,6 +29,7 @@ class TuningTask:
     codec: Codec
     identity: SpaceIdentity
     bound: Any = None  # the bound Helion kernel, when built live
+    sample: Mapping[str, int] | None = None  # a replay's recorded sample: points, valid, left_out
 
     @property
     def fingerprint(self) -> str:
@@ -85,13 +89,47 @@ def build_inputs(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int 
                           f"{type(error).__name__}: {text}") from None
 
 
-def bind_recorded(spec: Kernel, record: Any, aliases: Mapping[str, Any]) -> TuningTask:
-    """A task over a recorded space (a `cache.SpaceRecord`), for replay on any machine."""
+def bind_recorded(spec: Kernel, record: Any, aliases: Mapping[str, Any], oracle: Oracle | None = None) -> TuningTask:
+    """A task over a recorded space (a `cache.SpaceRecord`), for replay on any machine.
+
+    With `oracle` (an `autotune.simulation.oracle.Oracle` of the space), the task's space is
+    the recorded sample, as `autotune simulate` searches it: only points whose normalised
+    config was measured, so every point a strategy proposes has an answer.  The codec keeps
+    the whole recorded space, so seeds and --config may still name a point outside the
+    sample (the replay answers it `not_recorded`).  `task.sample` counts the sample.
+    """
     space = record.space
     codec: Codec = DeclaredCodec(space) if space.family == "triton" else RecordedCodec(space, aliases)
     identity = _RecordedIdentity(record)
+    sample = None
+    if oracle is not None:
+        space, sample = recorded_sample(space, codec, oracle)
     return TuningTask(spec=spec, shape=tuple(record.shape), dtype=record.dtype, space=space, codec=codec,
-                      identity=identity)  # type: ignore[arg-type]
+                      identity=identity, sample=sample)  # type: ignore[arg-type]
+
+
+def recorded_sample(space: SearchSpace, codec: Codec, oracle: Oracle) -> tuple[SearchSpace, dict[str, int]]:
+    """(`space` restricted to the oracle's recorded points that the codec normalises to a
+    measured config, and the counts: points, valid, left_out).  A recorded point the recorded
+    normalisation does not bring to a measured config (a row older than its aliases) is left
+    out and counted, never offered."""
+    kept: dict[str, tuple[dict[str, Any], bool]] = {}  # point key -> (point, answered OK)
+    left_out = 0
+    for point in oracle.points.values():
+        try:
+            normalised, native = codec.normalise(point)
+        except InvalidConfig:
+            left_out += 1
+            continue
+        answer = oracle.result(config_key(native))
+        if answer is None:
+            left_out += 1
+            continue
+        kept.setdefault(params_key(normalised), (normalised, answer.ok))
+    if not kept:
+        raise InvalidConfig(f"no recorded point of {space.kernel}'s space has a measurement to replay")
+    restricted = space.restricted_to(point for point, _ in kept.values())
+    return restricted, {"points": len(kept), "valid": sum(ok for _, ok in kept.values()), "left_out": left_out}
 
 
 class _RecordedIdentity:

@@ -195,7 +195,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         options = SessionOptions(
             db=str(request.db), shipped=str(request.shipped) if request.shipped else None, kernel_locator=spec.locator,
             seed_from=request.seed_from, grid=tuple(request.grid), grid_sample=request.grid_sample,
-            seeds=tuple(origin for origin, _ in seeds), heuristics=heuristic_provenance(task, sources) or None,
+            seeds=tuple(origin for origin, _ in seeds), heuristics=heuristic_provenance(task, sources).get("heuristics"),
             strategy_options=dict(request.strategy_options), user_configs=tuple(p for _, p in user),
             timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
             compile_timeout_factor=request.compile_timeout_factor, set_up=set_up,
@@ -333,24 +333,45 @@ def choose_recorded_space(cache: Cache, spec, shape, dtype: str, wanted: str | N
 
 
 def _replay_parts(request: TuneRequest, spec, shape, console: Console):
+    """A replay as `autotune simulate` runs one: the strategy is offered only the recorded points
+    (`bind_recorded` with the space's oracle) and every answer comes from that one oracle.  A
+    strategy whose points are the user's (`fixed`) keeps the whole space, as --config does."""
     from autotune.evaluators.replay import ReplayEvaluator
     from autotune.kernels.registry import DTYPES, dtype_name
+    from autotune.simulation.oracle import Oracle
+    from autotune.strategies import get_strategy
+    from search_spaces.space import InvalidConfig
 
     cache = open_for_reading(request.db, request.shipped)
     dtype = dtype_name(DTYPES[request.dtype])
     record = choose_recorded_space(cache, spec, shape, dtype, request.space)
+    oracle = Oracle.from_cache(cache, record.fingerprint, record.space.names)
+    try:
+        task: TuningTask = bind_recorded(spec, record, cache.aliases(record.fingerprint), oracle)
+    except InvalidConfig as error:
+        raise UserError(f"cannot replay space {record.fingerprint[:12]}: {error}") from None
+    restricted = not get_strategy(request.strategy).needs_configs
+    if not restricted:
+        task = replace(task, space=record.space)
+    sample = dict(task.sample or {})
+    source = " + ".join(str(p) for p in (cache.path, cache.shipped) if p is not None)
+    note = {"space": record.fingerprint, "points": sample["points"], "valid": sample["valid"], "source": source,
+            "restricted": restricted}
+    if sample["left_out"]:
+        note["left_out"] = sample["left_out"]
     v = record.versions
-    description = (f"replaying from {request.db}: {record.evaluations} configs measured on {record.device} "
-                   f"(torch {v.get('torch')}, triton {v.get('triton')}, helion {v.get('helion')}), "
-                   f"space {record.fingerprint}")
+    offered = (f"the strategy proposes only the {sample['points']} configs" if restricted
+               else f"the {request.strategy} strategy asks its own configs; {sample['points']} configs are")
+    left_out = (f"; {sample['left_out']} recorded point(s) left out: the recorded normalisation does not reach a "
+                "measured config" if sample["left_out"] else "")
     reason = "--replay given" if request.replay else "no GPU on this machine"
-    console.print(f"REPLAY ({reason}): {description}")
-    task: TuningTask = bind_recorded(spec, record, cache.aliases(record.fingerprint))
+    console.print(f"REPLAY ({reason}): {offered} recorded for space {record.fingerprint} ({sample['valid']} valid), "
+                  f"measured on {record.device} (torch {v.get('torch')}, triton {v.get('triton')}, helion "
+                  f"{v.get('helion')}), read from {source}; a config outside them is answered not_recorded{left_out}")
 
     def make_evaluator() -> ReplayEvaluator:
-        return ReplayEvaluator(cache.measurements(record.fingerprint),
-                               cache.baselines(fingerprint=record.fingerprint),
+        return ReplayEvaluator(oracle, cache.baselines(fingerprint=record.fingerprint),
                                description=f"replay of {record.device} data",
-                               rebench=cache.measurements(record.fingerprint, rebench=True))
+                               rebench=cache.measurements(record.fingerprint, rebench=True), note=note)
 
     return task, cache, make_evaluator, request.db

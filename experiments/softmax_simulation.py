@@ -56,7 +56,8 @@ def main() -> None:
              + f") with a budget of {args.budget} evaluations against the configs recorded on the H100 "
              "(oracle: the space is the recorded configs; simulated seconds are their recorded compile + "
              "benchmark time). Cells: median [inter-quartile range] over the runs that got there; "
-             "'reached' is the share of runs that did within the budget.", ""]
+             "'reached' is the share of runs that did within the budget; 'evals/s' is each strategy's rate, "
+             "simulated evaluations per wall second of the machine that wrote this report.", ""]
     for kernel, shape, dtype in SPACE_SETS[args.spaces]:
         records = [r for r in cache.find_spaces(kernel, shape, dtype) if r.evaluations > 0]
         if not records:

@@ -72,7 +72,9 @@ def test_replay_answers_recorded_configs_and_counts_the_rest():
     replay = ReplayEvaluator(measurements, baselines, description="replay of test data")
     results = {r.key: r for r in replay.evaluate([a, b, c, d])}
     assert set(results) == {a.key, b.key, c.key, d.key}
-    assert results[a.key].median_ms == 1.5 and results[a.key].repetitions == 9  # the latest measurement
+    # measured twice: the oracle's rule, the median of the OK medians (1.5 and 2.0), extremes and repetitions pooled
+    assert results[a.key].median_ms == 1.75 and results[a.key].repetitions == 9
+    assert (results[a.key].min_ms, results[a.key].max_ms) == (1.4, 2.0)
     assert results[a.key].status is Status.OK and results[a.key].source is Source.REPLAYED
     assert results[b.key].status is Status.COMPILE_ERROR and results[b.key].error == "bad tile"
     assert results[b.key].source is Source.REPLAYED

@@ -253,6 +253,26 @@ def test_simulate_command_prints_the_table_and_writes_plot_and_json(tmp_path, ca
     assert "the space: 2 of 28 valid configs (30 recorded) within 2% of the optimum" in " ".join(out.split())
     assert payload["landscape"]["near_optimum"] == 2
     assert payload["landscape"]["random_hit_chance"] == pytest.approx(1 - math.comb(28, 10) / math.comb(30, 10))
+    # each strategy's rate (simulated evaluations per wall second), in the JSON and on the screen
+    assert set(payload["rates"]) == {"random", "pattern"} and all(rate > 0 for rate in payload["rates"].values())
+    assert [s["rate"] for s in payload["summaries"]] == [payload["rates"]["random"], payload["rates"]["pattern"]]
+    assert "random: 50 simulated evaluations in" in out and "evaluations/s)" in out
+
+
+@pytest.mark.parametrize("flag", ["--plot", "--json"])
+def test_simulate_into_a_missing_directory_is_refused_and_creates_nothing(tmp_path, capsys, flag):
+    from conftest import assert_one_line_error
+
+    db = tmp_path / "toy.db"
+    record_toy(db)
+    before = sorted(tmp_path.rglob("*"))
+    target = tmp_path / "missing" / "deeper" / "out.file"
+    code = main(["simulate", "toy", "--shape", "4x4", "--db", str(db), "--strategies", "random", "--repeats", "2",
+                 "--budget", "3", flag, str(target)])
+    out, err = capsys.readouterr()
+    line = assert_one_line_error(code, out, err)
+    assert flag in line and "does not exist" in line and "simulating" not in out
+    assert not (tmp_path / "missing").exists() and sorted(tmp_path.rglob("*")) == before
 
 
 @pytest.mark.parametrize("args, message", [
@@ -273,3 +293,21 @@ def test_simulate_command_errors_are_one_line(tmp_path, capsys, args, message):
     assert main(base + args) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("autotune: error:") and message in err and "\n" not in err
+
+
+def test_simulate_opens_the_shipped_file_read_only(tmp_path, capsys, monkeypatch):
+    """`simulate --db cache.db` (the shipped file named as the user's) must not open it for writing."""
+    db = tmp_path / "shipped.db"
+    record_toy(db)
+    opened = []
+    original = Cache._open_file.__func__
+
+    def spy(cls, path, **kwargs):
+        opened.append((Path(path).name, kwargs.get("read_only", False)))
+        return original(cls, path, **kwargs)
+
+    monkeypatch.setattr(Cache, "_open_file", classmethod(spy))
+    code = main(["simulate", "toy", "--shape", "4x4", "--db", str(db), "--shipped", str(db), "--strategies", "random",
+                 "--repeats", "2", "--budget", "3"])
+    capsys.readouterr()
+    assert code == 0 and opened == [("shipped.db", True)]

@@ -31,8 +31,10 @@ from autotune.simulation.stats import THRESHOLDS, StrategySummary, summarise
 
 NAME = "simulate"
 DEFAULT_STRATEGIES = "random,pattern,tpe,gp"
-ORACLE_NOTE = ("oracle: the space is the recorded configs; each answer costs its recorded compile + benchmark "
-               "seconds; a config not recorded is answered 'not_recorded', counted, and told as a failure")
+ORACLE_NOTE = ("oracle: the space is the recorded configs; a config measured more than once is answered with the "
+               "median of its correct runs' medians (else its latest failure), as a replay answers it; each answer "
+               "costs its recorded compile + benchmark seconds; a config not recorded is answered 'not_recorded', "
+               "counted, and told as a failure")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -56,6 +58,8 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace, console: Any) -> int:
     from autotune.strategies import UnknownStrategy, get_strategy
 
+    for flag, target in (("--plot", args.plot), ("--json", args.json)):
+        _check_output(flag, target)
     names = [n.strip() for n in args.strategies.split(",") if n.strip()]
     if not names:
         raise UserError("--strategies needs at least one strategy name")
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
                 raise UserError(f"strategy {name!r} drives the live kernel's own search: it cannot be simulated")
         except UnknownStrategy as error:
             raise UserError(str(error.args[0])) from None
-    cache = open_for_reading(args.db, args.shipped)
+    cache = _open_read_only(args.db, args.shipped)
     try:
         record = _choose_space(cache, args)
         recorded = RecordedSpace.from_cache(cache, record.fingerprint)
@@ -94,10 +98,37 @@ def run(args: argparse.Namespace, console: Any) -> int:
                    "landscape": {"near_optimum": terrain.near_optimum, "within": terrain.within,
                                  "runner_up_ratio": terrain.runner_up_ratio,
                                  "random_hit_chance": terrain.random_hit_chance(args.budget)},
+                   "rates": {s.strategy: s.rate for s in summaries},  # simulated evaluations per wall second
                    "summaries": [summary_dict(s) for s in summaries]}
         Path(args.json).write_text(json.dumps(_finite(payload), indent=1, allow_nan=False))
         console.print(f"figures written to {args.json}")
     return 0
+
+
+def _check_output(flag: str, target: str | None) -> None:
+    """--plot and --json write one file into a directory that must exist (as `export-space`
+    does): refused in one line before anything is read, run or created."""
+    if target is None:
+        return
+    path = Path(target)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise UserError(f"cannot write {flag} {target}: its directory {directory} does not exist")
+    if path.is_dir():
+        raise UserError(f"cannot write {flag} {target}: it is a directory")
+
+
+def _open_read_only(db: Path, shipped: Path | None) -> Cache:
+    """What simulate reads.  It never writes: the shipped measurements named as --db (as in
+    `--db cache.db`) are opened read-only, like the shipped file read alone, so sqlite does not
+    even open them for writing; a user's own database is read as every command reads it."""
+    from autotune.cache_layers import same_file
+    from autotune.databases import SHIPPED_DB
+
+    shipped_files = [p for p in (shipped, SHIPPED_DB) if p is not None]
+    if any(same_file(Path(db), p) for p in shipped_files):
+        return Cache._open_file(Path(db), read_only=True)
+    return open_for_reading(db, shipped)
 
 
 def _choose_space(cache: Cache, args: argparse.Namespace) -> SpaceRecord:
@@ -144,9 +175,12 @@ def _run_all(names: list[str], recorded: RecordedSpace, args: argparse.Namespace
                 runs.append(trace)
                 evaluations += trace.evaluations
                 progress.advance(task)
-            rate = evaluations / max(time.perf_counter() - started, 1e-9)
+            seconds = max(time.perf_counter() - started, 1e-9)
+            rate = evaluations / seconds
             traces[name] = runs
             summaries.append(summarise(name, runs, recorded.optimum_ms, args.budget, rate=rate))
+            progress.console.print(f"{name}: {evaluations:,} simulated evaluations in {seconds:.2f} s "
+                                   f"({rate:,.0f} evaluations/s)")
     return traces, summaries
 
 

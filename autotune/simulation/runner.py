@@ -11,9 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from autotune.simulation.oracle import RecordedSpace
+from autotune.simulation.oracle import NOT_RECORDED, RecordedSpace
 from autotune.strategies import get_strategy
-from autotune.types import Result, Source, Status
 
 
 class NotSimulable(ValueError):
@@ -61,34 +60,35 @@ def make_strategy(name: str, recorded: RecordedSpace, seed: int, budget: int, op
 
 def simulate(name: str, recorded: RecordedSpace, *, budget: int, seed: int, generation_size: int | None = None,
              options: Mapping[str, Any] | None = None) -> Trace:
-    """Run strategy `name` once: at most `budget` evaluations, every answer from `recorded`."""
+    """Run strategy `name` once: at most `budget` evaluations, every answer from `recorded`'s oracle."""
     if budget <= 0:
         raise ValueError(f"budget must be positive, got {budget}")
     strategy = make_strategy(name, recorded, seed, budget, options or {})
     size = generation_size or strategy.generation_size
     trace = Trace(strategy=name, seed=seed)
-    answer = recorded.answer
-    while trace.evaluations < budget:
-        batch = strategy.ask(min(size, budget - trace.evaluations))
+    lookup = recorded.lookup()  # the oracle's answers, found without JSON: this loop runs millions of times
+    times, costs = trace.times_ms, trace.costs_s
+    ask, tell = strategy.ask, strategy.tell
+    inf = math.inf
+    while len(times) < budget:
+        left = budget - len(times)
+        batch = ask(min(size, left))
         if not batch:
             trace.stopped = "strategy finished"
             break
         observations = []
-        for params in batch[: budget - trace.evaluations]:
-            outcome = answer(params)
-            if outcome is None:
+        for params in batch[:left]:
+            answer = lookup(params)
+            if answer is None:
                 trace.not_recorded += 1
-                result = Result(key="", status=Status.NOT_RECORDED, source=Source.REPLAYED)
-                trace.times_ms.append(math.inf)
-                trace.costs_s.append(0.0)
+                times.append(inf)
+                costs.append(0.0)
+                observations.append((params, NOT_RECORDED))
             else:
-                ok = outcome.status is Status.OK
-                result = Result(key="", status=outcome.status, median_ms=outcome.time_ms if ok else None,
-                                source=Source.REPLAYED)
-                trace.times_ms.append(outcome.time_ms)
-                trace.costs_s.append(outcome.cost_s)
-            observations.append((params, result))
-        strategy.tell(observations)
+                times.append(answer[0])
+                costs.append(answer[1])
+                observations.append((params, answer[2]))
+        tell(observations)
     else:
         trace.stopped = "budget"
     return trace

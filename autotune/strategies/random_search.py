@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import random
 from typing import Any, Mapping, Protocol, Sequence
 
 from autotune.strategies.base import Observation, Strategy
@@ -77,15 +79,18 @@ class RandomSearch(Strategy):
         members, keys = self.space.members, self.space.member_keys
         assert members is not None
         if self._order is None:
-            self._order = list(range(len(members)))
-            self.rng.shuffle(self._order)
+            self._order = shuffled_range(self.rng, len(members))
+        order, asked, screen = self._order, self._asked, self.screen
         batch: list[Params] = []
-        while len(batch) < n and self._next < len(self._order):
-            index = self._order[self._next]
-            self._next += 1
-            if keys[index] not in self._asked and self._passes(members[index]):
-                self._asked.add(keys[index])
+        position, end = self._next, len(order)
+        while len(batch) < n and position < end:
+            index = order[position]
+            position += 1
+            key = keys[index]
+            if key not in asked and (screen is None or self._passes(members[index])):
+                asked.add(key)
                 batch.append(dict(members[index]))
+        self._next = position
         return batch
 
     def _passes(self, params: Params) -> bool:
@@ -93,3 +98,46 @@ class RandomSearch(Strategy):
             return True
         self.screened += 1
         return False
+
+
+def shuffled_range(rng: random.Random, n: int) -> list[int]:
+    """`list(range(n))` shuffled exactly as `rng.shuffle` would, about 1.6 times as fast.
+
+    Why: a simulated run of 200 evaluations on a recorded space of 3,000 points spent half of
+    its time in `random.shuffle`'s per-element method calls.  `_walk` is the same Fisher-Yates
+    walk with the same draws (`getrandbits` of the bound's bit length, rejecting values past
+    it), so a seed proposes the same points as before; where this Python's `shuffle` draws
+    differently (checked once per process), `rng.shuffle` itself is used.
+    """
+    if _same_as_shuffle():
+        return _walk(rng, n)
+    order = list(range(n))
+    rng.shuffle(order)
+    return order
+
+
+def _walk(rng: random.Random, n: int) -> list[int]:
+    order = list(range(n))
+    getrandbits = rng.getrandbits
+    i = n - 1
+    while i > 0:
+        bits = (i + 1).bit_length()
+        low = (1 << (bits - 1)) - 1  # every i down to here draws `bits` bits
+        while i >= low and i > 0:
+            bound = i + 1
+            j = getrandbits(bits)
+            while j >= bound:
+                j = getrandbits(bits)
+            order[i], order[j] = order[j], order[i]
+            i -= 1
+    return order
+
+
+@functools.lru_cache(maxsize=1)
+def _same_as_shuffle() -> bool:
+    for seed, n in ((0, 0), (1, 1), (2, 2), (3, 3), (4, 17), (5, 1000)):
+        expected = list(range(n))
+        random.Random(seed).shuffle(expected)
+        if _walk(random.Random(seed), n) != expected:
+            return False
+    return True
