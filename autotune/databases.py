@@ -55,5 +55,8 @@ def open_for_writing(db: str | Path = USER_DB, shipped: str | Path | None = SHIP
 def raise_missing(named: str) -> None:
     from autotune.cache_schema import CacheError
 
-    raise CacheError(f"no database: neither {named} exists (record a session first, or name one with --db)"
-                     if " nor " in named else f"database {named} does not exist")
+    if " nor " in named:
+        mine, shipped = named.split(" nor ")
+        raise CacheError(f"database {mine} does not exist, nor does the shipped {shipped} "
+                         "(record a session first, or name one with --db)")
+    raise CacheError(f"database {named} does not exist")

@@ -169,8 +169,9 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
     for number, job in enumerate(jobs, start=1):
         if options.deadline_at is not None and time.monotonic() >= options.deadline_at:
             raise DeadlineReached(not_started=[describe(j) for j in jobs[number - 1:]])
-        # A rule spans the console: capped, since piped output is rendered very wide (autotune.cli).
-        console.print(Rule(f"{noun} {number}/{len(jobs)}: {describe(job)}"), width=min(console.width, 120))
+        title = f"{noun} {number}/{len(jobs)}: {describe(job)}"
+        # A rule spans the console; piped output is rendered very wide (autotune.cli): a plain line there.
+        console.print(Rule(title) if getattr(console, "is_terminal", False) else title)
         try:
             with _interrupted_at(options.deadline_at):
                 outcome = job(options.db)

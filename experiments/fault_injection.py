@@ -319,9 +319,9 @@ def dry_run(args: argparse.Namespace, shape: tuple[int, ...]) -> int:
 
 
 def gpu_run(args: argparse.Namespace, shape: tuple[int, ...]) -> int:
-    import torch
+    from autotune.device import gpu_available
 
-    if not torch.cuda.is_available():
+    if not gpu_available():
         print("fault_injection: no GPU on this machine; run with --dry-run to check the plan", file=sys.stderr)
         return 2
     planned = plan(shape)

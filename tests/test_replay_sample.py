@@ -204,10 +204,11 @@ def test_random_search_simulates_fast_on_a_recorded_softmax_space(tmp_path, caps
     finally:
         cache.close()
     assert len(recorded.outcomes) > 2000
-    simulate("random", recorded, budget=200, seed=999)  # warm: the lookup table is built once
-    started = time.perf_counter()
-    runs = [simulate("random", recorded, budget=200, seed=seed) for seed in range(100)]
-    seconds = time.perf_counter() - started
+    seconds = math.inf
+    for _attempt in range(3):  # the fastest of three: other work on a shared machine only slows a batch down
+        started = time.perf_counter()
+        runs = [simulate("random", recorded, budget=200, seed=seed) for seed in range(100)]
+        seconds = min(seconds, time.perf_counter() - started)
     evaluations = sum(r.evaluations for r in runs)
     rate = evaluations / seconds
     with capsys.disabled():
