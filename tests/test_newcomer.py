@@ -400,3 +400,11 @@ def test_the_static_kernel_table_matches_the_registry():
         fn = kernel.helion_kernel.fn if kernel.family == "helion" else kernel.triton_launch
         assert (kernel.rank, tuple(kernel.dtypes), kernel.family) == (info.rank, info.dtypes, info.family), name
         assert fn.__module__ == f"autotune.kernels.{info.module}", name
+
+
+def test_simulate_refuses_a_strategy_that_only_asks_the_configs_it_is_given(capsys):
+    from autotune.cli import main
+
+    assert main(["simulate", "softmax", "--shape", "4096x32000", "--strategies", "random,fixed"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'fixed' only asks the configs it is given" in err

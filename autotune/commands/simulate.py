@@ -67,6 +67,8 @@ def run(args: argparse.Namespace, console: Any) -> int:
         try:
             if get_strategy(name).needs_bound_kernel:
                 raise UserError(f"strategy {name!r} drives the live kernel's own search: it cannot be simulated")
+            if get_strategy(name).needs_configs:
+                raise UserError(f"strategy {name!r} only asks the configs it is given: there is no search to simulate")
         except UnknownStrategy as error:
             raise UserError(str(error.args[0])) from None
     cache = _open_read_only(args.db, args.shipped)

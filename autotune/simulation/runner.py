@@ -53,6 +53,8 @@ def make_strategy(name: str, recorded: RecordedSpace, seed: int, budget: int, op
     cls = get_strategy(name)
     if cls.needs_bound_kernel:
         raise NotSimulable(f"strategy {name!r} drives the live kernel's own search and cannot run on recorded data")
+    if cls.needs_configs:
+        raise NotSimulable(f"strategy {name!r} only asks the configs it is given: there is no search to simulate")
     if name == "grid":
         return cls(recorded.space, seed=seed, budget=budget, sample=True, **options)
     return cls(recorded.space, seed=seed, **options)
