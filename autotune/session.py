@@ -93,9 +93,9 @@ class SilentReporter:
 class Session:
     """Runs one strategy against one evaluator, recording into `journal`.
 
-    `cache` is where earlier measurements are looked up for reuse (GPU mode, unless
-    `fresh`); `journal` is where this session's rows go (the same database on a GPU; a
-    separate one when replaying, so the shipped measurements stay untouched).
+    `journal` is where this session's rows go (the user's database); `cache` is where earlier
+    measurements are looked up for reuse (GPU mode, unless `fresh`): usually the same store,
+    which reads the user's rows and the shipped ones together.
     """
 
     def __init__(self, task: TuningTask, evaluator: Evaluator, strategy: Strategy, settings: SessionSettings,
