@@ -169,7 +169,6 @@ def chosen_config(task: Any, db: Path, given: str | None) -> tuple[dict[str, Any
     space is wider than a CPU's), else the default."""
     if given:
         return task.candidate_from_native({**task.default_candidate().native, **json.loads(given)}).native, "--config"
-    from autotune.cache import Cache
     from autotune.databases import open_for_reading
 
     best = []

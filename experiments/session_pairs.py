@@ -51,7 +51,6 @@ def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]])
 
 def random_sessions(db: Path) -> tuple[list[dict[str, Any]], dict[int, list[Any]]]:
     """The database's random-search sessions, oldest first, and their evaluations (not the final re-timing)."""
-    from autotune.cache import Cache
     from autotune.databases import open_for_reading
 
     cache = open_for_reading(db)

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from autotune.databases import open_for_reading
-from autotune.cache import Cache
 from autotune.simulation.oracle import RecordedSpace
 from autotune.simulation.plot import convergence_plot
 from autotune.simulation.runner import simulate
@@ -52,7 +51,7 @@ def main() -> None:
     cache = open_for_reading(args.db)
     lines = [f"# Search strategies on the recorded {args.spaces} spaces (simulated)", "",
              f"Each strategy ran {args.repeats} times (seeds 0..{args.repeats - 1}"
-             + "".join(f"; {k}: {v} runs, it is slow" for k in SLOW if k in args.strategies.split(","))
+             + "".join(f"; {k}: {v} runs, it is slow" for k, v in SLOW.items() if k in args.strategies.split(","))
              + f") with a budget of {args.budget} evaluations against the configs recorded on the H100 "
              "(oracle: the space is the recorded configs; simulated seconds are their recorded compile + "
              "benchmark time). Cells: median [inter-quartile range] over the runs that got there; "

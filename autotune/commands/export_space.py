@@ -15,7 +15,6 @@ from rich.markup import escape
 
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.databases import open_for_reading
-from autotune.cache import Cache
 from autotune.errors import UserError
 
 NAME = "export-space"
