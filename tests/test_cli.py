@@ -23,7 +23,7 @@ from autotune.history import session_best
 from autotune.kernels import parse_dtype, parse_shape
 from autotune.session import Session, SessionSettings
 from autotune.strategies import get_strategy
-from conftest import all_counts, hashed_cost, run_cli, table_count
+from conftest import all_counts, hashed_cost, record_fake_session, run_cli, table_count
 
 TUNE = ["tune", "softmax-triton", "--shape", "64x1000", "--shipped", "a.db", "--db", "r.db"]
 
@@ -143,21 +143,11 @@ def test_kernels_lists_the_builtin_kernels(tmp_path):
 # -- replay end to end -------------------------------------------------------------------------
 
 
-def _record(task, path: Path, *, strategy: str, budget: int, seed: int = 0) -> int:
-    db = Cache.open(path, create=True)
-    options = {"budget": budget} if strategy == "grid" else {}
-    strat = get_strategy(strategy)(task.space, seed=seed, **options)
-    settings = SessionSettings(strategy=strategy, seed=seed, budget=budget, mode="gpu")
-    outcome = Session(task, FakeEvaluator(hashed_cost, baselines={"torch.softmax": 0.2}), strat, settings, db).run()
-    db.close()
-    return outcome.session_id
-
-
 @pytest.fixture(scope="module")
 def replay_run(triton_task, tmp_path_factory):
     directory = tmp_path_factory.mktemp("replay")
     db = directory / "measured.db"
-    session_id = _record(triton_task, db, strategy="grid", budget=1000)  # the whole declared space
+    session_id = record_fake_session(triton_task, db, strategy="grid", budget=1000)  # the whole declared space
     before = all_counts(db)
     done = run_cli(["tune", "softmax-triton", "--shape", "64x1000", "--budget", "10", "--seed", "3", "--shipped", str(db),
                     "--db", str(directory / "r.db")], directory)
@@ -221,7 +211,7 @@ def test_cli_helion_export(helion_task, tmp_path):
     import helion
 
     db = tmp_path / "h.db"
-    session_id = _record(helion_task, db, strategy="random", budget=6, seed=2)
+    session_id = record_fake_session(helion_task, db, strategy="random", budget=6, seed=2)
     done = run_cli(["export", str(session_id), "--db", str(db), "--format", "python"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "helion.Config(" in done.stdout
@@ -264,7 +254,7 @@ def test_cli_export_of_a_tampered_database_is_still_inert(triton_task, tmp_path)
     import triton
 
     db = tmp_path / "t.db"
-    session_id = _record(triton_task, db, strategy="random", budget=3)
+    session_id = record_fake_session(triton_task, db, strategy="random", budget=3)
     conn = sqlite3.connect(db)
     conn.execute("UPDATE sessions SET kernel = ? WHERE id = ?", ("softmax-triton\nINJECTED = 1\n#", session_id))
     conn.commit()

@@ -101,27 +101,13 @@ def test_a_labelled_list_is_recorded_with_its_labels_as_origins(triton_task, tmp
     journal.close()
 
 
-class _DiesAfter(FakeEvaluator):
-    """Cut short (as a time limit or a lost machine would) after `limit` results."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(_times, baselines={"torch": 2.0})
-        self.limit = limit
-
-    def evaluate(self, candidates):
-        for count, result in enumerate(super().evaluate(candidates)):
-            if count == self.limit:
-                raise KeyboardInterrupt("cut short")
-            yield result
-
-
 def test_a_list_cut_short_is_resumed_with_only_the_configs_it_lacks(triton_task, tmp_path):
     configs = [("default", DEFAULT)] + [(f"grid {i}", point(b, w, 1)) for i, (b, w) in
                                         enumerate(((256, 1), (256, 2), (512, 4), (512, 8), (1024, 16)), start=1)]
     options = {"experiment": {"study": "x", "job_started": 1.0}}
     journal = Cache.open(tmp_path / "j.db", create=True)
     with pytest.raises(KeyboardInterrupt):
-        measure_fixed(triton_task, _DiesAfter(limit=2), configs, journal, options=options)
+        measure_fixed(triton_task, FakeEvaluator(_times, baselines={"torch": 2.0}, interrupt_after=2), configs, journal, options=options)
     (cut,) = journal.sessions()
     assert cut["exit_reason"] == "interrupted" and cut["evaluations"] == 2 and not is_finished(cut)
     # another run of the same list (another start time) finds it; another list does not
@@ -130,7 +116,7 @@ def test_a_list_cut_short_is_resumed_with_only_the_configs_it_lacks(triton_task,
                               "gpu") == cut["id"]
     assert unfinished_session(journal, triton_task.fingerprint, {**later, "labels": {}}, "gpu") is None
 
-    rest = _DiesAfter(limit=10**6)
+    rest = FakeEvaluator(_times, baselines={"torch": 2.0})
     run = measure_fixed(triton_task, rest, configs, journal, options=later)
     assert run.session_id == cut["id"] and run.resumed == 2 and len(rest.calls) == 4 and len(run.results) == 6
     (done,) = journal.sessions()

@@ -16,20 +16,6 @@ from autotune.types import Status
 from tests.conftest import hashed_cost
 
 
-class StopAfter(FakeEvaluator):
-    """A fake that is 'killed' (KeyboardInterrupt) after `limit` results."""
-
-    def __init__(self, cost, limit: int) -> None:
-        super().__init__(cost)
-        self.limit = limit
-
-    def evaluate(self, candidates):
-        for result in super().evaluate(candidates):
-            if len(self.calls) > self.limit:
-                raise KeyboardInterrupt
-            yield result
-
-
 def smooth_cost(params):
     """A cost the pattern search can walk on; one config in 16 fails."""
     if hashed_cost(params) > 0.9375 * 2.0 + 0.1:
@@ -51,7 +37,7 @@ def test_a_resumed_session_equals_an_uninterrupted_one(helion_task, tmp_path, st
 
     db = Cache.open(tmp_path / "killed.db", create=True)
     with pytest.raises(KeyboardInterrupt):
-        _session(helion_task, db, StopAfter(smooth_cost, stop_after), strategy).run()
+        _session(helion_task, db, FakeEvaluator(smooth_cost, interrupt_after=stop_after), strategy).run()
     before = {r.candidate.key for r in db.session_evaluations(1)}
     assert db.session(1)["exit_reason"] == "interrupted"
 
@@ -70,7 +56,7 @@ def test_a_resumed_session_equals_an_uninterrupted_one(helion_task, tmp_path, st
 
 def test_baselines_are_measured_once_after_the_search_and_never_again_on_resume(triton_task, tmp_path):
     db = Cache.open(tmp_path / "t.db", create=True)
-    evaluator = StopAfter(hashed_cost, 5)
+    evaluator = FakeEvaluator(hashed_cost, interrupt_after=5)
     evaluator._baselines = {"torch.softmax": 1.5}
     with pytest.raises(KeyboardInterrupt):
         _session(triton_task, db, evaluator, "random").run()
@@ -197,7 +183,7 @@ def test_a_session_killed_early_keeps_its_evaluators_calibration(triton_task, tm
     from autotune.types import Result
 
     db = Cache.open(tmp_path / "t.db", create=True)
-    evaluator = StopAfter(hashed_cost, 0)
+    evaluator = FakeEvaluator(hashed_cost, interrupt_after=0)
     reference = triton_task.default_candidate().key
     evaluator.calibration = {f"gpu{i}": Result(key=reference, status=Status.OK, median_ms=ms, repetitions=10)
                              for i, ms in enumerate((0.50, 0.51))}

@@ -266,18 +266,9 @@ def test_runner_skips_recorded_cells_and_survives_a_failing_one(study_db, tmp_pa
     assert len(calls) == 25
 
 
-class _DiesAfter(FakeEvaluator):
-    """A fake whose run is cut short after `limit` results (as a time limit or a lost machine would)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(lambda params: 0.5 if params["num_warps"] == 4 else 0.7, baselines={"torch": 1.0})
-        self.limit = limit
-
-    def evaluate(self, candidates):
-        for count, result in enumerate(super().evaluate(candidates)):
-            if count == self.limit:
-                raise KeyboardInterrupt("cut short")
-            yield result
+def _cell_evaluator(interrupt_after: int | None = None) -> FakeEvaluator:
+    return FakeEvaluator(lambda params: 0.5 if params["num_warps"] == 4 else 0.7, baselines={"torch": 1.0},
+                         interrupt_after=interrupt_after)
 
 
 def test_a_cell_cut_short_keeps_its_results_and_resumes_with_the_rest(tmp_path):
@@ -286,7 +277,7 @@ def test_a_cell_cut_short_keeps_its_results_and_resumes_with_the_rest(tmp_path):
     job = runner.CellJob(d.Cell("matmul-rmsnorm", "256x128x512", "bfloat16", "fixture-regime", "fixture table"))
     total = len({c.key for _, c, _ in job.plan("meta")["candidates"] if c is not None})
     with pytest.raises(KeyboardInterrupt):
-        job(db, device="meta", evaluator=_DiesAfter(limit=7))
+        job(db, device="meta", evaluator=_cell_evaluator(interrupt_after=7))
     cache = Cache.open(db)
     try:
         (cut,) = cache.sessions()
@@ -295,7 +286,7 @@ def test_a_cell_cut_short_keeps_its_results_and_resumes_with_the_rest(tmp_path):
         cache.close()
     assert job.name not in runner.recorded_cells(db, "bfloat16")  # an unfinished cell is not reported
 
-    second = _DiesAfter(limit=10**6)
+    second = _cell_evaluator()
     summary = job(db, device="meta", evaluator=second)
     assert summary["resumed"] == 7 and summary["configs"] == total
     assert len(second.calls) == total - 7  # only what the first run had not measured
@@ -308,7 +299,7 @@ def test_a_cell_cut_short_keeps_its_results_and_resumes_with_the_rest(tmp_path):
         cache.close()
     assert job.name in runner.recorded_cells(db, "bfloat16")
     # A finished cell measured again (--again) is a new session, not a resumption.
-    assert job(db, device="meta", evaluator=_DiesAfter(limit=10**6))["resumed"] == 0
+    assert job(db, device="meta", evaluator=_cell_evaluator())["resumed"] == 0
 
 
 def test_jobs_unpickle_where_the_private_module_does_not_exist(tmp_path):

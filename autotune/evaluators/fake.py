@@ -1,7 +1,8 @@
 """A deterministic evaluator for tests and strategy development, with no GPU.
 
 Times come from a cost function of the config; failures can be injected per config.
-Optionally sleeps per evaluation, so kill and resume paths can be exercised.
+Optionally sleeps per evaluation, or stops as a killed run would (KeyboardInterrupt after a
+number of results), so kill and resume paths can be exercised.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ class FakeEvaluator:
     description = "fake evaluator (synthetic costs, no GPU)"
 
     def __init__(self, cost: CostFunction, *, delay_s: float = 0.0, compile_s: float = 0.01,
-                 baselines: Mapping[str, float] | None = None) -> None:
+                 baselines: Mapping[str, float] | None = None, interrupt_after: int | None = None) -> None:
         self._cost = cost
+        self._interrupt_after = interrupt_after  # results given before a KeyboardInterrupt, over all calls
         self._delay_s = delay_s
         self._compile_s = compile_s
         self._baselines = dict(baselines or {})
@@ -29,6 +31,8 @@ class FakeEvaluator:
 
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
         for candidate in candidates:
+            if self._interrupt_after is not None and len(self.calls) >= self._interrupt_after:
+                raise KeyboardInterrupt("cut short")
             if self._delay_s:
                 time.sleep(self._delay_s)
             self.calls.append(candidate.key)
