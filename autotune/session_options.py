@@ -11,6 +11,7 @@ is what reports and the stored JSON need.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -53,6 +54,11 @@ class SessionOptions(Mapping):
     # -- the stored form ---------------------------------------------------------------------
     def to_record(self) -> dict[str, Any]:
         """JSON-ready: infinities as null, empty optional fields left out, `extra` merged in."""
+        return dict(self._record)
+
+    @functools.cached_property
+    def _record(self) -> dict[str, Any]:
+        """Built once (the record is frozen): reading it as a mapping key by key costs a lookup."""
         record: dict[str, Any] = {}
         for item in fields(self):
             if item.name == "extra":
@@ -93,13 +99,13 @@ class SessionOptions(Mapping):
 
     # -- read as a mapping (reports, experiments) ----------------------------------------------
     def __getitem__(self, key: str) -> Any:
-        return self.to_record()[key]
+        return self._record[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.to_record())
+        return iter(self._record)
 
     def __len__(self) -> int:
-        return len(self.to_record())
+        return len(self._record)
 
     def __hash__(self) -> int:
         return id(self)
