@@ -45,6 +45,7 @@ BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
     "softmax-lookback": BuiltinKernel("softmax_lookback", "triton", 2),
     "softmax-online": _SOFTMAX_HELION,
     "softmax-persistent": BuiltinKernel("softmax_persistent", "triton", 2),
+    "softmax-resident": BuiltinKernel("softmax_resident", "triton", 2),
     "softmax-split": BuiltinKernel("softmax_split", "triton", 2),
     "softmax-triton": BuiltinKernel("softmax_triton", "triton", 2),
 }

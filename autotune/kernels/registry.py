@@ -49,7 +49,7 @@ def _load_builtins() -> None:
     # replay paths do not need.
     from autotune.kernels import (  # noqa: F401
         faulty_triton, matmul_epilogue, softmax_cooperative, softmax_helion, softmax_lookback, softmax_persistent,
-        softmax_split, softmax_triton,
+        softmax_resident, softmax_split, softmax_triton,
     )
 
 

@@ -8,22 +8,28 @@ from __future__ import annotations
 
 STUDY = "softmax_study"
 SHAPES = ("32x128", "256x1024", "1024x1024", "2048x2048", "4096x4096", "1024x50257", "4096x32000")
+# Long rows that no softmax rule was fitted to, run on request (`--shapes`): where a two-pass
+# design's second read misses L2.  The target there is 90% of the device copy's bandwidth.
+LONG_ROWS = ("2048x100000", "512x262144", "4096x65536")
+LONG_ROW_TARGET = 0.90  # of the device copy's bandwidth
 
-# Kernels tuned by this framework.  softmax-split, softmax-cooperative, softmax-lookback and
-# softmax-persistent are the formulations added for long rows with few of them ([1024, 50257]),
-# where one program per row leaves the GPU's memory system idle: split reads x twice from
+# Kernels tuned by this framework.  softmax-split, softmax-cooperative, softmax-lookback,
+# softmax-persistent and softmax-resident are the formulations added for long rows with few of
+# them ([1024, 50257]), where one program per row leaves the GPU's memory system idle: split reads x twice from
 # memory, cooperative once (its pieces wait for each other: measured slower), lookback once plus
 # a re-read from L2 (measured slower), persistent once plus a re-read from L2 with only a few
-# rows per SM in flight.
+# rows per SM in flight, resident once with its pieces held in registers across the exchange.
 TUNED_KERNELS = ("softmax", "softmax-online", "softmax-triton", "softmax-split", "softmax-cooperative",
-                 "softmax-lookback", "softmax-persistent")
+                 "softmax-lookback", "softmax-persistent", "softmax-resident")
 # The framework's best strategy on the recorded softmax spaces (strategies_vs_helion and the
 # simulation reports): pattern search started from the default, the heuristic seeds and the
 # best configs recorded for the nearest shape.
 STRATEGY = "pattern"
 # A space no larger than the budget is measured whole, a larger one a seeded sample of it
-# (softmax-split and softmax-cooperative have at most 60 points, softmax-lookback 85).
-STRATEGY_FOR = {"softmax-split": "grid", "softmax-cooperative": "grid", "softmax-lookback": "grid"}
+# (softmax-split and softmax-cooperative have at most 60 points, softmax-lookback 85,
+# softmax-resident 30).
+STRATEGY_FOR = {"softmax-split": "grid", "softmax-cooperative": "grid", "softmax-lookback": "grid",
+                "softmax-resident": "grid"}
 SEED_FROM = "default,heuristic,cache"
 BUDGET = 64  # configs per kernel and shape
 SECONDS = 25.0  # wall clock per kernel and shape (compile time included)

@@ -99,9 +99,10 @@ def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, 
 def plan(options: ExperimentOptions) -> list[Any]:
     """Every job of the study for the chosen shapes, Helion's quick autotune first per shape."""
     shapes = options.shapes or d.SHAPES
-    unknown = [s for s in shapes if s not in d.SHAPES]
+    known = d.SHAPES + d.LONG_ROWS
+    unknown = [s for s in shapes if s not in known]
     if unknown:
-        raise UserError(f"shape(s) {', '.join(unknown)} are not in the study (its shapes: {', '.join(d.SHAPES)})")
+        raise UserError(f"shape(s) {', '.join(unknown)} are not in the study (its shapes: {', '.join(known)})")
     methods = (d.HELION_QUICK, *map(d.method_of, d.TUNED_KERNELS))
     unknown = [m for m in options.methods if m not in methods]
     if unknown:

@@ -1,0 +1,95 @@
+"""The resident Triton softmax: its one-piece numbers under the Triton interpreter (odd widths,
+sliced and strided inputs, extremes, every element written), its refusal to wait forever
+there, and its space.  Pieces that wait for each other need programs running at once, which
+only a GPU gives: that path is accuracy-gated by the evaluator on every config."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import assert_softmax_runs_match, run_report_script, valid_points
+
+_INTERPRETED = r"""
+import json, os
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch
+from autotune.kernels import get_kernel
+from tests.conftest import softmax_run
+
+spec = get_kernel("softmax-resident")
+config = lambda chunk: {"CHUNK": chunk, "num_warps": 4, "num_stages": 1}
+report = {}
+for shape, chunk in (((5, 1000), 1024), ((3, 2500), 4096), ((7, 257), 1024), ((9, 300), 512)):
+    for dtype in (torch.float16, torch.float32):
+        inputs = spec.make_inputs(shape, dtype, "cpu", 0)
+        out = spec.triton_launch(config(chunk), *inputs)
+        report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}"] = softmax_run(out, spec.reference(inputs))
+wide = spec.make_inputs((6, 1200), torch.float16, "cpu", 1)[0]
+for name, x in (("sliced", wide[1:5, 3:1003]), ("strided", wide[:, ::2]), ("transposed", wide[:, :6].t())):
+    out = torch.full_like(x, float("nan"))  # written through the output's own strides
+    spec.triton_launch(config(1024), x, out)
+    run = softmax_run(out, torch.softmax(x.double(), dim=-1))
+    report[f"{x.shape[0]}x{x.shape[1]}/float16/{name}"] = run
+x = torch.zeros((2, 3000), dtype=torch.float32)
+x[1, 2999], x[1, 0] = 80.0, -80.0
+report["extremes"] = softmax_run(spec.triton_launch(config(4096), x), torch.softmax(x.double(), dim=-1))
+try:
+    spec.triton_launch(config(1024), x)
+    report["refused"] = None
+except ValueError as error:
+    report["refused"] = str(error)
+print("REPORT " + json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    return run_report_script(_INTERPRETED, timeout=600, TRITON_INTERPRET="1")
+
+
+def test_one_piece_per_row_matches_the_fp64_reference(interpreted):
+    runs = {k: v for k, v in interpreted.items() if k != "refused"}
+    assert len(runs) == 4 * 2 + 3 + 1
+    assert_softmax_runs_match(runs, {"float16": 1e-3, "float32": 1e-5})
+
+
+def test_sliced_strided_and_transposed_inputs_write_every_element(interpreted):
+    # The outputs started as NaN, so a missed element would fail softmax_run's NaN check.
+    names = [k for k in interpreted if k.count("/") == 2]
+    assert sorted(n.split("/")[2] for n in names) == ["sliced", "strided", "transposed"]
+    for name in names:
+        assert not interpreted[name]["nan"] and interpreted[name]["rel"] < 1e-3, name
+
+
+def test_waiting_pieces_are_refused_under_the_interpreter_instead_of_hanging(interpreted):
+    assert interpreted["refused"] and "one at a time" in interpreted["refused"]
+
+
+def test_space_caps_pieces_per_row_and_registers():
+    from autotune.kernels import get_kernel
+    from autotune.kernels.softmax_resident import MAX_ELEMENTS_PER_THREAD, MAX_PIECES
+
+    spec = get_kernel("softmax-resident")
+    space = spec.triton_space((2048, 100000), None)
+    assert space.parameter("CHUNK").choices == (1024, 2048, 4096, 8192, 16384, 32768)
+    points = valid_points(space)
+    assert points and all(p["CHUNK"] / (32 * p["num_warps"]) <= MAX_ELEMENTS_PER_THREAD for p in points)
+    assert {p["CHUNK"] for p in points} == set(space.parameter("CHUNK").choices)
+    assert not space.violations(space.default) and space.default["CHUNK"] == 8192
+    assert not space.violations({**space.default, "num_warps": 2})  # 128 values a thread
+    assert space.violations({**space.default, "CHUNK": 32768, "num_warps": 4})
+    # A row so long that the smallest chunk leaves too many pieces drops those chunks.
+    long_row = spec.triton_space((4, 1024 * (MAX_PIECES + 1)), None)
+    assert 1024 not in long_row.parameter("CHUNK").choices
+    assert spec.triton_space((32, 128), None).parameter("CHUNK").choices == (1024,)
+
+
+def test_a_row_with_more_pieces_than_can_wait_together_is_refused_before_launch():
+    import torch
+
+    from autotune.kernels import get_kernel
+    from autotune.kernels.softmax_resident import MAX_PIECES
+
+    x = torch.zeros((1, 1024 * MAX_PIECES + 1))
+    with pytest.raises(ValueError, match="pieces"):
+        get_kernel("softmax-resident").triton_launch({"CHUNK": 1024, "num_warps": 4, "num_stages": 1}, x)
