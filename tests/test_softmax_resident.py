@@ -17,12 +17,12 @@ from autotune.kernels import get_kernel
 from tests.conftest import softmax_run
 
 spec = get_kernel("softmax-resident")
-config = lambda chunk: {"CHUNK": chunk, "num_warps": 4, "num_stages": 1}
+config = lambda chunk, stream=1: {"CHUNK": chunk, "STREAM_LOADS": stream, "num_warps": 4, "num_stages": 1}
 report = {}
-for shape, chunk in (((5, 1000), 1024), ((3, 2500), 4096), ((7, 257), 1024), ((9, 300), 512)):
+for stream, (shape, chunk) in enumerate((((5, 1000), 1024), ((3, 2500), 4096), ((7, 257), 1024), ((9, 300), 512))):
     for dtype in (torch.float16, torch.float32):
         inputs = spec.make_inputs(shape, dtype, "cpu", 0)
-        out = spec.triton_launch(config(chunk), *inputs)
+        out = spec.triton_launch(config(chunk, stream % 2), *inputs)  # both load hints
         report[f"{shape[0]}x{shape[1]}/{str(dtype)[6:]}"] = softmax_run(out, spec.reference(inputs))
 wide = spec.make_inputs((6, 1200), torch.float16, "cpu", 1)[0]
 for name, x in (("sliced", wide[1:5, 3:1003]), ("strided", wide[:, ::2]), ("transposed", wide[:, :6].t())):
@@ -92,4 +92,4 @@ def test_a_row_with_more_pieces_than_can_wait_together_is_refused_before_launch(
 
     x = torch.zeros((1, 1024 * MAX_PIECES + 1))
     with pytest.raises(ValueError, match="pieces"):
-        get_kernel("softmax-resident").triton_launch({"CHUNK": 1024, "num_warps": 4, "num_stages": 1}, x)
+        get_kernel("softmax-resident").triton_launch({"CHUNK": 1024, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}, x)

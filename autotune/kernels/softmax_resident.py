@@ -22,7 +22,8 @@ at once, which `MAX_PIECES` keeps far below any GPU's capacity.
 Unlike `softmax-cooperative` (the same exchange), the piece is loaded with 16-byte vectors
 when rows are 16-byte aligned, is never re-read, keeps its exponentials, and the
 statistics are taken in base 2 on pre-scaled values.  Two variants measured slower on an H100
-and were dropped: holding x instead of p (fewer registers, a second exp2 per element) and a
+and were dropped (as were fenced tickets and fenced polling, 3-4% slower at the long rows):
+holding x instead of p (fewer registers, a second exp2 per element) and a
 cooperative-grid launch whose programs loop over the pieces (no tickets, but the programs move
 in lockstep, so loads and stores no longer overlap).  The Triton interpreter runs programs
 one after the other, so there a row must be one piece; the waiting path runs on a GPU,
@@ -52,25 +53,32 @@ LOG2_E = tl.constexpr(1.4426950408889634)  # a constexpr: jit code reads only th
 
 @triton.jit
 def resident_softmax(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, n_cols, x_row_stride, x_col_stride,
-                     out_row_stride, out_col_stride, pieces_per_row, CHUNK: tl.constexpr, PIECES_POW2: tl.constexpr):
-    # sync_ptr[0] hands out tickets; sync_ptr[1 + row] counts the row's pieces that arrived.
-    ticket = tl.atomic_add(sync_ptr, 1)
+                     out_row_stride, out_col_stride, pieces_per_row, CHUNK: tl.constexpr, PIECES_POW2: tl.constexpr,
+                     STREAM_LOADS: tl.constexpr):
+    # sync_ptr[0] hands out tickets; sync_ptr[1 + row] counts the row's pieces that arrived.  A
+    # ticket publishes no data, so it needs no ordering (relaxed: no fence around it).
+    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
     _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, ticket, n_cols, x_row_stride, x_col_stride,
-                   out_row_stride, out_col_stride, pieces_per_row, CHUNK, PIECES_POW2)
+                   out_row_stride, out_col_stride, pieces_per_row, CHUNK, PIECES_POW2, STREAM_LOADS)
 
 
 @triton.jit
 def _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, item, n_cols, x_row_stride, x_col_stride,
-                   out_row_stride, out_col_stride, pieces_per_row, CHUNK: tl.constexpr, PIECES_POW2: tl.constexpr):
+                   out_row_stride, out_col_stride, pieces_per_row, CHUNK: tl.constexpr, PIECES_POW2: tl.constexpr,
+                   STREAM_LOADS: tl.constexpr):
     """Piece `item` (row item // pieces_per_row): load, publish its partials, wait for the row's
     other pieces, store p * exp(m_i - M) / L.  Column strides of 1 are specialised by Triton, so
-    contiguous rows keep their vector loads."""
+    contiguous rows keep their vector loads.  STREAM_LOADS marks x's lines evict-first in L2
+    (each is read once); which is faster depends on the shape, so it is tuned."""
     row = item // pieces_per_row
     piece = item - row * pieces_per_row
     offsets = piece * CHUNK + tl.arange(0, CHUNK)
     mask = offsets < n_cols
-    x = tl.load(x_ptr + row.to(tl.int64) * x_row_stride + offsets * x_col_stride, mask=mask, other=-float("inf"),
-                eviction_policy="evict_first")
+    x_pointers = x_ptr + row.to(tl.int64) * x_row_stride + offsets * x_col_stride
+    if STREAM_LOADS:
+        x = tl.load(x_pointers, mask=mask, other=-float("inf"), eviction_policy="evict_first")
+    else:
+        x = tl.load(x_pointers, mask=mask, other=-float("inf"))
     scaled = x.to(tl.float32) * LOG2_E  # base 2 from here on: exp(x - m) = exp2(scaled - m * log2 e)
     piece_max = tl.max(scaled, axis=0)
     p = tl.exp2(scaled - piece_max)
@@ -81,8 +89,9 @@ def _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, item, n_cols, x_r
         tl.store(sum_ptr + item, piece_sum)
         tl.debug_barrier()  # every thread's stores precede the release below
         arrived = tl.atomic_add(sync_ptr + 1 + row, 1, sem="release", scope="gpu") + 1
-        while arrived < pieces_per_row:
-            arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire", scope="gpu")
+        while arrived < pieces_per_row:  # poll without fences, then acquire once
+            arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="relaxed", scope="gpu")
+        tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire", scope="gpu")
         tl.debug_barrier()
         pieces = tl.arange(0, PIECES_POW2)
         present = pieces < pieces_per_row
@@ -101,7 +110,7 @@ def _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, item, n_cols, x_r
 def triton_space(shape: Shape, dtype: torch.dtype):
     return piece_space("softmax-resident", shape[-1], smallest=MIN_CHUNK, largest=MAX_CHUNK, max_pieces=MAX_PIECES,
                        preferred=8192, max_per_thread=MAX_ELEMENTS_PER_THREAD, num_warps=(2, 4, 8, 16, 32),
-                       default_warps=4)
+                       default_warps=4, meta={"STREAM_LOADS": [1, 0]}, default={"STREAM_LOADS": 1})
 
 
 def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -123,7 +132,7 @@ def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> to
     arguments = (x, out, partials[0], partials[1], sync, n_cols, x.stride(0), x.stride(1), out.stride(0),
                  out.stride(1), pieces_per_row)
     resident_softmax[(n_items,)](*arguments, CHUNK=chunk, PIECES_POW2=triton.next_power_of_2(pieces_per_row),
-                                 **options)
+                                 STREAM_LOADS=bool(meta["STREAM_LOADS"]), **options)
     return out
 
 
