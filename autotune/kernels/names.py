@@ -29,6 +29,7 @@ class BuiltinKernel:
 
 _MATMUL = BuiltinKernel("matmul_epilogue", "helion", 3)
 _SOFTMAX_HELION = BuiltinKernel("softmax_helion", "helion", 2)
+_MATMUL_TILED = BuiltinKernel("matmul_tiled", "triton", 3)
 
 BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
     "faulty": BuiltinKernel("faulty_triton", "triton", 2, ("float32",)),
@@ -40,6 +41,13 @@ BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
     "matmul-rmsnorm": _MATMUL,
     "matmul-softmax": _MATMUL,
     "matmul-sum": _MATMUL,
+    "matmul-tiled-l2norm": _MATMUL_TILED,
+    "matmul-tiled-layernorm": _MATMUL_TILED,
+    "matmul-tiled-logsumexp": _MATMUL_TILED,
+    "matmul-tiled-max": _MATMUL_TILED,
+    "matmul-tiled-rmsnorm": _MATMUL_TILED,
+    "matmul-tiled-softmax": _MATMUL_TILED,
+    "matmul-tiled-sum": _MATMUL_TILED,
     "softmax": _SOFTMAX_HELION,
     "softmax-cooperative": BuiltinKernel("softmax_cooperative", "triton", 2),
     "softmax-lookback": BuiltinKernel("softmax_lookback", "triton", 2),

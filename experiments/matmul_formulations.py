@@ -1,0 +1,299 @@
+"""GPU machine: the resident and N-tiled formulations of matmul + epilogue, against torch.compile.
+
+    python -m experiments.matmul_formulations --db formulations.db --seconds 60    # measure, then report
+    python -m experiments.matmul_formulations --db formulations.db --report-only   # report, any machine
+
+For every cell (the seed study's 30 plus larger-N ones) one `autotune.tune` session of the
+N-tiled Triton kernel (`matmul-tiled-<epilogue>`), seeded with the formulation rule's tiled
+seed (`heuristics.matmul_formulation`) and the space's default; and, where no finished GPU
+session of the resident Helion kernel (`matmul-<epilogue>`) is recorded in --db or the shipped
+cache.db, one of it too, seeded by the default and the resident rule.  A cell whose session is
+already recorded is skipped, so a run cut short is continued by running it again.
+
+The report reads recorded sessions only (never the run's memory): per cell, the best time of
+each formulation over its GPU sessions, torch.compile's time from the tiled session's baseline
+rows, the rule's pick and whether the pick is within 5% of the better formulation.  It writes
+experiments/reports/matmul_formulations.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+REPORTS = Path(__file__).parent / "reports"
+NAME = "matmul_formulations"
+NEAR = 0.05  # the pick is "within 5%" of the best when pick_ms <= (1 + NEAR) * best_ms
+FORMULATIONS = ("resident", "tiled")
+
+
+@dataclass(frozen=True)
+class Cell:
+    epilogue: str
+    shape: str  # MxKxN
+    dtype: str
+    source: str  # "seed study" or "larger N"
+
+    @property
+    def name(self) -> str:
+        return f"{self.epilogue} {self.shape} {self.dtype}"
+
+    @property
+    def dims(self) -> tuple[int, int, int]:
+        m, k, n = (int(d) for d in self.shape.split("x"))
+        return m, k, n
+
+    def kernel(self, formulation: str) -> str:
+        return f"matmul-tiled-{self.epilogue}" if formulation == "tiled" else f"matmul-{self.epilogue}"
+
+
+def _seed_study_cells() -> list[Cell]:
+    from experiments.seed_study.definition import CELLS
+
+    return [Cell(c.kernel.removeprefix("matmul-"), c.shape, c.dtype, "seed study") for c in CELLS]
+
+
+# Outside the seed study, all with N >= 1024: the issue's rmsnorm cell, then shapes of
+# transformer projections and vocabulary heads across epilogues and dtypes.
+LARGER_N = tuple(Cell(e, s, d, "larger N") for e, s, d in (
+    ("rmsnorm", "32768x1024x1536", "bfloat16"),
+    ("layernorm", "65536x2048x1024", "bfloat16"),
+    ("softmax", "16384x768x3072", "bfloat16"),
+    ("logsumexp", "32768x1024x8192", "float16"),
+    ("l2norm", "16384x1024x2048", "float16"),
+    ("sum", "8192x4096x1024", "float32"),
+    ("max", "65536x512x1536", "bfloat16"),
+))
+
+
+def all_cells() -> list[Cell]:
+    return _seed_study_cells() + list(LARGER_N)
+
+
+def select(cells: Sequence[Cell], patterns: str | None) -> list[Cell]:
+    """Cells whose name contains any of the comma-separated patterns (all when none given)."""
+    wanted = [p.strip() for p in (patterns or "").split(",") if p.strip()]
+    return [c for c in cells if not wanted or any(p in c.name for p in wanted)]
+
+
+# -- recorded sessions ------------------------------------------------------------------------
+def cell_sessions(cache: Any, cell: Cell, formulation: str) -> list[dict[str, Any]]:
+    """GPU sessions of the cell's kernel in that formulation, oldest first."""
+    kernel = cell.kernel(formulation)
+    return sorted((s for s in cache.sessions(limit=1_000_000) if s["kernel"] == kernel and s["mode"] == "gpu"
+                   and s["shape"] == cell.dims and s["dtype"] == cell.dtype), key=lambda s: s["id"])
+
+
+def is_recorded(cache: Any, cell: Cell, formulation: str) -> bool:
+    """A finished GPU session of the cell in that formulation exists (what a continued run skips)."""
+    from autotune.fixed_list import is_finished
+
+    return any(is_finished(s) and s["evaluations"] > 0 for s in cell_sessions(cache, cell, formulation))
+
+
+def best_of(cache: Any, sessions: list[dict[str, Any]]) -> tuple[float | None, dict[str, Any] | None]:
+    """The fastest accurate time (and its config) over every row of the sessions."""
+    best: tuple[float | None, dict[str, Any] | None] = (None, None)
+    for session in sessions:
+        for row in cache.session_evaluations(session["id"]):
+            ms = row.result.median_ms if row.result.ok else None
+            if ms is not None and (best[0] is None or ms < best[0]):
+                best = (ms, dict(row.candidate.native))
+    return best
+
+
+def baseline_ms(cache: Any, sessions: list[dict[str, Any]], name: str) -> float | None:
+    """A baseline's time from the newest session that recorded it as ok."""
+    for session in reversed(sessions):
+        result = cache.baselines(session_id=session["id"]).get(name)
+        if result is not None and result.ok:
+            return result.median_ms
+    return None
+
+
+# -- measuring (GPU) --------------------------------------------------------------------------
+def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | None = None,
+              say: Callable[[str], None] = print) -> dict[str, Any]:
+    """The cell's missing sessions, each one `autotune.tune` call; returns what was run or skipped."""
+    from autotune.databases import open_for_writing
+    from heuristics.device import current_device
+    from heuristics.matmul_formulation import tiled_seed
+
+    import autotune
+
+    tune = tune or autotune.tune
+    journal = open_for_writing(args.db, args.shipped)
+    try:
+        done = {f: is_recorded(journal, cell, f) for f in FORMULATIONS}
+    finally:
+        journal.close()
+    wanted = ["tiled"] + (["resident"] if args.resident == "missing" else [])
+    outcome: dict[str, Any] = {"cell": cell.name}
+    for formulation in wanted:
+        if done[formulation]:
+            outcome[formulation] = "recorded"
+            continue
+        m, k, n = cell.dims
+        seeded = ({"configs": [tiled_seed(m, k, n, cell.dtype, current_device())], "seed_from": "default"}
+                  if formulation == "tiled" else {"configs": [], "seed_from": "default,heuristic"})
+        say(f"{cell.name}: tuning the {formulation} formulation ({cell.kernel(formulation)}) for {args.seconds} s")
+        try:
+            result = tune(cell.kernel(formulation), shape=cell.shape, dtype=cell.dtype, strategy=args.strategy,
+                          seconds=args.seconds, seed=args.seed, db=args.db, shipped=args.shipped,
+                          compile_timeout_s=args.compile_timeout, **seeded)
+            outcome[formulation] = {"session": result.session_id, "best_ms": result.best_ms,
+                                    "exit": result.exit_reason}
+        except Exception as error:  # noqa: BLE001 - one failing cell must not stop the run
+            outcome[formulation] = f"failed: {type(error).__name__}: {' '.join(str(error).split())[:300]}"
+        say(json.dumps(outcome))
+    return outcome
+
+
+# -- report (any machine) -----------------------------------------------------------------------
+def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
+    """One cell of the report, from the recorded sessions alone."""
+    from heuristics.matmul_formulation import pick_formulation
+
+    m, k, n = cell.dims
+    pick = pick_formulation(cell.epilogue, m, k, n, cell.dtype, device)
+    row: dict[str, Any] = {"cell": cell.name, "epilogue": cell.epilogue, "shape": cell.shape, "dtype": cell.dtype,
+                           "source": cell.source, "pick": pick.formulation, "pick_kernel": pick.kernel,
+                           "why": pick.why}
+    sessions = {f: cell_sessions(cache, cell, f) for f in FORMULATIONS}
+    for formulation in FORMULATIONS:
+        ms, config = best_of(cache, sessions[formulation])
+        row[f"{formulation}_ms"], row[f"{formulation}_config"] = ms, config
+        row[f"{formulation}_sessions"] = [s["id"] for s in sessions[formulation]]
+    # torch.compile as the tiled sessions timed it (the resident ones' where there are none)
+    everyone = sessions["resident"] + sessions["tiled"]
+    row["compile_ms"] = baseline_ms(cache, everyone, "torch.compile")
+    row["torch_ms"] = baseline_ms(cache, everyone, "torch")
+    row["devices"] = sorted({s["device"] for s in everyone})
+    times = [row[f"{f}_ms"] for f in FORMULATIONS if row[f"{f}_ms"] is not None]
+    row["best_ms"] = min(times, default=None)
+    row["best"] = next((f for f in FORMULATIONS if times and row[f"{f}_ms"] == row["best_ms"]), None)
+    row["speedup_vs_compile"] = _ratio(row["compile_ms"], row["best_ms"])
+    row["tiled_speedup_vs_compile"] = _ratio(row["compile_ms"], row["tiled_ms"])
+    pick_ms = row[f"{pick.formulation}_ms"]
+    both = len(times) == len(FORMULATIONS)
+    row["pick_within_5pct"] = (pick_ms is not None and pick_ms <= (1 + NEAR) * row["best_ms"]) if both else None
+    return row
+
+
+def _ratio(slow: float | None, fast: float | None) -> float | None:
+    return slow / fast if slow and fast else None
+
+
+def report(db: Path, shipped: Path | None, out_dir: Path = REPORTS, cells: Sequence[Cell] | None = None,
+           device: Any = None) -> dict[str, Any]:
+    """Regenerate the JSON and Markdown reports from the recorded sessions (no GPU needed)."""
+    from autotune.databases import open_for_reading
+    from heuristics.device import H100
+
+    cache = open_for_reading(db, shipped)
+    try:
+        rows = [cell_row(cache, cell, device or H100) for cell in (cells if cells is not None else all_cells())]
+    finally:
+        cache.close()
+    summary = _summary(rows)
+    data = {"name": NAME, "db": str(db), "shipped": str(shipped) if shipped else None, "near": NEAR,
+            "summary": summary, "cells": rows}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{NAME}.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out_dir / f"{NAME}.md").write_text(markdown(data))
+    return data
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    judged = [r for r in rows if r["pick_within_5pct"] is not None]
+    tiled = [r["tiled_speedup_vs_compile"] for r in rows if r["tiled_speedup_vs_compile"]]
+    return {
+        "cells": len(rows),
+        "with_tiled": sum(r["tiled_ms"] is not None for r in rows),
+        "with_resident": sum(r["resident_ms"] is not None for r in rows),
+        "with_both": len(judged),
+        "pick_within_5pct": sum(bool(r["pick_within_5pct"]) for r in judged),
+        "tiled_beats_compile": sum(s > 1 for s in tiled),
+        "tiled_geomean_speedup_vs_compile": math.exp(sum(map(math.log, tiled)) / len(tiled)) if tiled else None,
+    }
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def markdown(data: dict[str, Any]) -> str:
+    s = data["summary"]
+    lines = [
+        "# Matmul + epilogue: resident (Helion) vs N-tiled (Triton) formulations",
+        "",
+        f"Generated by `python -m experiments.matmul_formulations --report-only --db {data['db']}` from the "
+        "recorded sessions (the shipped cache.db read beside it). Times are the best accurate median (ms) over every "
+        "GPU session of the formulation's kernel at the cell; torch.compile is the session's own baseline row; "
+        "speed-ups are torch.compile's time over ours (above 1: ours is faster). The pick is "
+        "`heuristics.matmul_formulation`'s; 'within 5%' needs both formulations recorded.",
+        "",
+        f"Cells: {s['cells']}; with a tiled session {s['with_tiled']}, a resident one {s['with_resident']}, "
+        f"both {s['with_both']}. The pick is within {int(NEAR * 100)}% of the better formulation in "
+        f"{s['pick_within_5pct']} of {s['with_both']}. The tiled kernel beats torch.compile in "
+        f"{s['tiled_beats_compile']} of {s['with_tiled']} cells (geometric mean "
+        f"{_x(s['tiled_geomean_speedup_vs_compile'])}).",
+        "",
+        "| cell | from | pick | resident ms | tiled ms | torch.compile ms | best vs compile | tiled vs compile "
+        "| pick within 5% |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in data["cells"]:
+        within = {True: "yes", False: "**no**", None: "-"}[r["pick_within_5pct"]]
+        lines.append(f"| {r['cell']} | {r['source']} | {r['pick']} | {_ms(r['resident_ms'])} | {_ms(r['tiled_ms'])} "
+                     f"| {_ms(r['compile_ms'])} | {_x(r['speedup_vs_compile'])} | "
+                     f"{_x(r['tiled_speedup_vs_compile'])} | {within} |")
+    lines += ["", "## Why the rule picked what it did", ""]
+    lines += [f"* {r['cell']}: {r['why']}" for r in data["cells"]]
+    return "\n".join(lines) + "\n"
+
+
+# -- command line -------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", type=Path, default=Path("formulations.db"), help="records here (default: %(default)s)")
+    parser.add_argument("--shipped", type=lambda t: None if t.lower() == "none" else Path(t), default=Path("cache.db"),
+                        help="the shipped measurements, read beside --db ('none': --db alone)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="search seconds per session (default: %(default)s)")
+    parser.add_argument("--cells", default=None, help="comma-separated substrings of cell names, e.g. rmsnorm,4096")
+    parser.add_argument("--strategy", default="pattern", help="session strategy (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--compile-timeout", type=float, default=60.0)
+    parser.add_argument("--resident", choices=("missing", "never"), default="missing",
+                        help="also tune the resident kernel where no finished session of it is recorded")
+    parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the database")
+    parser.add_argument("--out", type=Path, default=REPORTS, help="where the report goes (default: %(default)s)")
+    args = parser.parse_args(argv)
+    cells = select(all_cells(), args.cells)
+    if not cells:
+        parser.error(f"no cell matches --cells {args.cells!r}")
+    if not args.report_only:
+        from autotune.tuning import gpu_available
+
+        if not gpu_available():
+            parser.error("measuring needs a GPU; --report-only regenerates the report from --db")
+        args.db.parent.mkdir(parents=True, exist_ok=True)
+        for cell in cells:
+            tune_cell(cell, args)
+    data = report(args.db, args.shipped, args.out, cells if args.cells else None)
+    print(json.dumps(data["summary"]))
+    print(f"written {args.out / (NAME + '.md')} and {args.out / (NAME + '.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

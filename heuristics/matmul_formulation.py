@@ -1,0 +1,135 @@
+"""Which formulation of matmul + row-reduction epilogue to run for a cell, with a seed and why.
+
+Two formulations compute `epilogue(x @ w)` (x [M, K], w [K, N]):
+
+* resident (`matmul-<epilogue>`, Helion): one program holds a [M_BLOCK, N_pad] fp32
+  accumulator, so the epilogue reduces whole rows in registers and y never leaves the chip;
+* tiled (`matmul-tiled-<epilogue>`, Triton, `autotune.kernels.matmul_tiled`): a GEMM tiled over
+  N writes y and per-tile row statistics, and a row pass combines them (y written and read
+  once more, but GEMM-sized tiles at any N).
+
+The rule: resident only where its accumulator fits comfortably: [COMFORT_M_BLOCK, N_pad]
+fp32 within COMFORT_ACC_BYTES, which is N_pad <= 512 whatever the dtype, and only when the
+resident rule (`matmul_epilogue_resident`) would size a seed at all; tiled otherwise.
+
+What backs the threshold, and what does not: the seed study's H100 grids in cache.db time
+the resident kernel against torch.compile (`python -m experiments.seed_study.report`).  The
+resident best beat torch.compile in every recorded cell with N <= 512 (bf16 and fp32) and
+lost in every 16-bit cell with N >= 2048, by 3 to 5x; at N = 1024 it was mixed.  Those are
+resident-vs-torch.compile readings: no tiled-vs-resident measurement backs this rule yet.
+`python experiments/matmul_formulations.py` on a GPU measures both and reports whether the
+pick is within 5% of the best; the constants below are assumptions until then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from heuristics import matmul_epilogue as resident_rule
+from heuristics.device import DeviceLimits, current_device
+from heuristics.facts import RESIDENT, KernelFacts, MatmulFact, MatmulWithReductionEpilogueFact, ReductionFact
+from heuristics.rules import Declined
+
+RESIDENT_FORMULATION = "resident"
+TILED_FORMULATION = "tiled"
+
+# The M tile that makes the resident product worth running on tensor cores (a wgmma M tile
+# of 64); below it the resident kernel trades tensor-core efficiency for N.  Assumption.
+COMFORT_M_BLOCK = 64
+# Half the H100's register file (65536 x 4 B): an accumulator of this size at COMFORT_M_BLOCK
+# leaves the other half to operands and the epilogue.  With COMFORT_M_BLOCK it allows
+# N_pad <= 512.  Assumption (the resident rule's WIDE_M_ACC_BUDGET_BYTES is the same size).
+COMFORT_ACC_BYTES = resident_rule.REGISTER_FILE_BYTES // 2
+# Tiled seed: halve BLOCK_M (to no less than TILED_MIN_BLOCK_M) while the grid has fewer tiles
+# than SMs, so short or narrow problems still fill the device.  Assumption.
+TILED_MIN_BLOCK_M = 32
+# Tiled seed, pass 2: the most rows per program that still give at least this many programs
+# per SM (so a small M still spreads its rows over the device).  Assumption.
+COMBINE_PROGRAMS_PER_SM = 2
+
+
+@dataclass(frozen=True)
+class Formulation:
+    """The rule's answer for one cell."""
+
+    formulation: str  # RESIDENT_FORMULATION or TILED_FORMULATION
+    kernel: str  # the built-in kernel to run
+    config: dict[str, Any]  # a seed: a tiled space point, or the resident space's tile slots (a partial point)
+    why: str  # one line
+
+
+def itemsize_of(dtype: str) -> int:
+    return 4 if dtype == "float32" else 2
+
+
+def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
+                     device: DeviceLimits | None = None) -> Formulation:
+    """The formulation to run for `epilogue` at MxKxN in `dtype`, a seed config for it, and why."""
+    device = device or current_device()
+    n_pad = resident_rule.next_pow2(n)
+    accumulator = COMFORT_M_BLOCK * n_pad * 4
+    seed = resident_seed(epilogue, m, k, n, dtype, device)
+    if isinstance(seed, Declined):
+        why = f"tiled: the resident rule declines ({seed.reason})"
+    elif accumulator > COMFORT_ACC_BYTES:
+        why = (f"tiled: N={n} (N_pad {n_pad}): a resident fp32 accumulator [{COMFORT_M_BLOCK}, {n_pad}] needs "
+               f"{accumulator} B, over the {COMFORT_ACC_BYTES} B comfort budget (half the register file)")
+    else:
+        block = f"M_BLOCK {seed['block_sizes[0]']}, K_BLOCK {seed['block_sizes[1]']}"
+        return Formulation(RESIDENT_FORMULATION, f"matmul-{epilogue}", seed,
+                           f"resident: N={n} (N_pad {n_pad}): the accumulator [{COMFORT_M_BLOCK}, {n_pad}] = "
+                           f"{accumulator} B fits the {COMFORT_ACC_BYTES} B comfort budget; resident seed {block}, "
+                           f"{seed['num_warps']} warps, {seed['num_stages']} stages")
+    config = tiled_seed(m, k, n, dtype, device)
+    tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}"
+    return Formulation(TILED_FORMULATION, f"matmul-tiled-{epilogue}", config,
+                       f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages")
+
+
+def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits) -> dict[str, Any]:
+    """A point of the tiled space: its dtype's default tile, BLOCK_N no wider than N needs,
+    BLOCK_M halved for occupancy, and pass 2's rows sized to the row count."""
+    import torch
+
+    from autotune.kernels import matmul_tiled
+
+    space = matmul_tiled.triton_space((m, k, n), getattr(torch, dtype))
+    point = dict(space.default)
+    point["BLOCK_N"] = max(32, min(point["BLOCK_N"], resident_rule.next_pow2(n)))
+    tiles_n = -(-n // point["BLOCK_N"])
+    while point["BLOCK_M"] > TILED_MIN_BLOCK_M and -(-m // point["BLOCK_M"]) * tiles_n < device.sm_count:
+        point["BLOCK_M"] //= 2
+    rows = [r for r in matmul_tiled.COMBINE_ROWS if -(-m // r) >= COMBINE_PROGRAMS_PER_SM * device.sm_count]
+    point["COMBINE_ROWS"] = min(max(rows, default=1), point["COMBINE_ROWS"])
+    while space.violations(point) and point["COMBINE_ROWS"] > 1:  # the partials' register cap
+        point["COMBINE_ROWS"] //= 2
+    return space.ordered(point) if not space.violations(point) else dict(space.default)
+
+
+def resident_seed(epilogue: str, m: int, k: int, n: int, dtype: str,
+                  device: DeviceLimits) -> dict[str, Any] | Declined:
+    """The resident rule's seed (its M and K tiles, warps and stages) or its refusal, sized on
+    a stand-in of the Helion kernel's tile slots (the resident kernel is not bound here: a
+    session seeds from the bound space itself with `--seed-from heuristic`)."""
+    from search_spaces.parameters import Integer, PowerOfTwo
+    from search_spaces.space import SearchSpace
+
+    m_slot, k_slot = "block_sizes[0]", "block_sizes[1]"
+    matmul = MatmulFact(m=m, k=k, n=n, lhs_dtype=dtype, rhs_dtype=dtype, m_block_id=0, n_block_id=None,
+                        k_block_id=1, m_slot=m_slot, n_slot=None, k_slot=k_slot, dot_precision="ieee")
+    reduction = ReductionFact(block_id=0, axis=1, extent=n, residency=RESIDENT, loop_slot=None, kinds=(),
+                              input_itemsize=4, rows=m, row_slot=m_slot, over_matmul_output=True)
+    facts = KernelFacts(kernel=f"matmul-{epilogue}", shape=(m, k, n), dtype=dtype, matmuls=(matmul,),
+                        reductions=(reduction,), epilogue=MatmulWithReductionEpilogueFact(matmul, reduction))
+    top = lambda extent: max(16, resident_rule.next_pow2(extent))  # noqa: E731 - Helion's tile range
+    space = SearchSpace(kernel=f"matmul-{epilogue}", family="helion", parameters=(
+        PowerOfTwo(name=m_slot, low=16, high=top(m), default_value=16),
+        PowerOfTwo(name=k_slot, low=16, high=top(k), default_value=16),
+        PowerOfTwo(name="num_warps", low=1, high=32, default_value=4),
+        Integer(name="num_stages", low=1, high=8, default_value=1),
+    ), default={m_slot: 16, k_slot: 16, "num_warps": 4, "num_stages": 1})
+    seeds = resident_rule.emit(facts, space, device)
+    if isinstance(seeds, Declined):
+        return seeds
+    return dict(seeds[0].params)
