@@ -59,6 +59,7 @@ class EvaluationRow:
     ordinal: int
     candidate: Candidate
     result: Result
+    created: float | None = None  # when the row was recorded (time.time()): a session's timeline read back
 
 
 def _now() -> float:
@@ -362,14 +363,14 @@ class Cache:
 
     def session_evaluations(self, session_id: int) -> list[EvaluationRow]:
         rows = self.db.execute(
-            f"SELECT generation, ordinal, space_fingerprint, params_json, config_json, {_RESULT_COLUMNS}"
+            f"SELECT generation, ordinal, space_fingerprint, params_json, config_json, created, {_RESULT_COLUMNS}"
             " FROM all_evaluations WHERE session_id = ? ORDER BY generation < 0, generation, ordinal, id", (session_id,),
         ).fetchall()
         result = []
-        for generation, ordinal, fingerprint, params_json, config_json, *rest in rows:
+        for generation, ordinal, fingerprint, params_json, config_json, created, *rest in rows:
             candidate = Candidate(params=self._point(params_json, fingerprint), native=json.loads(config_json),
                                   key=rest[0])
-            result.append(EvaluationRow(session_id, generation, ordinal, candidate, _result(tuple(rest))))
+            result.append(EvaluationRow(session_id, generation, ordinal, candidate, _result(tuple(rest)), created))
         return result
 
     def best(self, fingerprint: str) -> tuple[Candidate, Result] | None:

@@ -121,3 +121,37 @@ def test_fault_injection_finds_the_sessions_after_an_id_without_sql(tmp_path):
     assert experiment.last_session_id(tmp_path / "none.db") == 0
     session, rows = experiment.read_back(tmp_path / "f.db", 4)
     assert session["id"] == 6 and session["kernel"] == "faulty" and rows == {}
+
+
+def test_strategies_vs_helion_reports_cold_and_warm_sessions_apart(triton_task, tmp_path):
+    """Each session records what it started from; read back, cold and warm ones land in tables of
+    their own, naming their seed_from and the origin of their best config."""
+    import random
+    import sqlite3
+
+    from experiments.strategies_vs_helion import contender_tables, session_options, started_from
+
+    journal = Cache.open(tmp_path / "s.db", create=True)
+    seeds = [("heuristic", triton_task.space.sample(random.Random(n))) for n in (3, 4)]
+    fast = {triton_task.candidate(seeds[0][1]).key}
+    cost = lambda p: 0.05 if triton_task.candidate(p).key in fast else hashed_cost(p)  # noqa: E731 - the seed wins
+    rows = {}
+    for label, seed_from, given in (("random", "default", []), ("random (heuristic)", "default,heuristic", seeds)):
+        settings = SessionSettings("random", 0, 5, generation_size=3, mode="gpu")
+        outcome = Session(triton_task, FakeEvaluator(cost), get_strategy("random")(triton_task.space, seed=0), settings,
+                          journal, options=session_options(seed_from, given, "64x1000"), seeds=given).run()
+        rows[label] = {"session": outcome.session_id, "wall_s": 1.0, "configs": outcome.evaluations,
+                       "final_ms": outcome.best[1].median_ms, "timeline": [(0.5, outcome.best[1].median_ms)],
+                       **started_from(journal, outcome.session_id)}
+    journal.close()
+    with sqlite3.connect(tmp_path / "s.db") as connection:
+        best_origin = {sid: connection.execute(
+            "SELECT origin FROM evaluations WHERE session_id = ? AND status = 'ok' ORDER BY median_ms, id LIMIT 1",
+            (sid,)).fetchone()[0] for sid in (rows["random"]["session"], rows["random (heuristic)"]["session"])}
+    assert rows["random"]["start"].kind == "cold" and rows["random (heuristic)"]["start"].kind == "warm"
+    assert best_origin[rows["random (heuristic)"]["session"]] == "heuristic"
+    text = "\n".join(contender_tables(rows, None, 0.05, 0.2, 10**6))
+    cold, warm = text.split("## Warm starts")
+    assert "## Cold starts" in cold and "| random | cold: default (no seeds) |" in cold and "heuristic)" not in cold
+    assert "| random (heuristic) | warm: default,heuristic (2 heuristic) | heuristic |" in warm
+    assert f"| {best_origin[rows['random']['session']]} |" in cold

@@ -169,9 +169,13 @@ def test_runner_plans_every_job_and_skips_recorded_ones(study_db):
     runner = import_module(study.__name__ + ".runner")
     options = ExperimentOptions(folder=STUDY_DIR, db=study_db, out=Path("unused"), shapes=("32x128",))
     jobs = runner.plan(options)
-    assert [job.method for job in jobs] == ["helion-quick", "tuned softmax", "tuned softmax-online",
-                                            "tuned softmax-triton", "tuned softmax-split", "tuned softmax-cooperative",
-                                            "tuned softmax-lookback", "tuned softmax-persistent"]
+    # Helion quick first, then every tuned kernel of the definition in its order (the list grows
+    # as formulations are added; the first seven are seed 000's and the long-row ones).
+    methods = [job.method for job in jobs]
+    assert methods == ["helion-quick", *(f"tuned {kernel}" for kernel in runner.d.TUNED_KERNELS)]
+    assert methods[:8] == ["helion-quick", "tuned softmax", "tuned softmax-online", "tuned softmax-triton",
+                           "tuned softmax-split", "tuned softmax-cooperative", "tuned softmax-lookback",
+                           "tuned softmax-persistent"]
     chosen = runner.plan(replace(options, shapes=(), methods=("tuned softmax-cooperative",)))
     assert [(job.shape, job.method) for job in chosen] == [(s, "tuned softmax-cooperative") for s in runner.d.SHAPES]
     done = runner.recorded_jobs(study_db, "float16")
@@ -258,3 +262,49 @@ def test_rows_measured_on_an_earlier_kernel_source_are_marked(study_db, tmp_path
             for s in json.loads((out / "results.json").read_text()) for r in s["rows"]}
     assert rows[("tuned softmax-split", (4096, 4096))] is True
     assert rows[("tuned softmax-split", (32, 128))] is False
+
+
+def test_cold_and_warm_sessions_are_reported_apart(tmp_path):
+    """Each tuned row names what its session started from (its recorded seed_from and the seeds
+    it got) and where its winner came from; a section sets the cold and warm sessions apart."""
+    import random
+    import sqlite3
+
+    db = tmp_path / "starts.db"
+    cache = Cache.open(db, create=True)
+    task = bind_live(get_kernel("softmax-triton"), (4096, 4096), torch.float16, "cpu")
+    seeds = [("heuristic", task.space.sample(random.Random(n))) for n in (1, 2)]
+    tags = {"study": "softmax_study", "job_started": time.time() - 3}
+    cold = _session(cache, "softmax-triton", "4096x4096", None, budget=4, scale=1.4,
+                    options={"experiment": {**tags, "method": "tuned softmax-triton"}, "seed_from": "default"})
+    warm = _session(cache, "softmax-split", "4096x4096", None, budget=4, scale=1.05, seeds=[],
+                    options={"experiment": {**tags, "method": "tuned softmax-split"}, "seed_from": "default,heuristic"})
+    seeded = _session(cache, "softmax-triton", "4096x4096", None, budget=4, scale=1.4, seeds=seeds,
+                      options={"experiment": {**tags, "method": "tuned softmax-online"},
+                               "seed_from": "default,heuristic", "seeds": ["heuristic", "heuristic"]})
+    cache.close()
+    out = tmp_path / "report"
+    assert cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(db), "--shipped", "none",
+                     "--out", str(out)]) == 0
+    rows = {r["session"]: r for s in json.loads((out / "results.json").read_text()) for r in s["rows"] if r["tuned"]}
+    with sqlite3.connect(db) as connection:  # the winner's origin, read independently of the report's code
+        def origin_of_best(session: int) -> str:
+            final = connection.execute("SELECT config_key FROM evaluations WHERE session_id = ? AND status = 'ok' "
+                                       "ORDER BY generation >= 0, median_ms LIMIT 1", (session,)).fetchone()
+            return connection.execute("SELECT origin FROM evaluations WHERE session_id = ? AND generation >= 0 AND "
+                                      "config_key = ? ORDER BY id LIMIT 1", (session, final[0])).fetchone()[0]
+        gen0 = {sid: connection.execute("SELECT COUNT(*) FROM evaluations WHERE session_id = ? AND generation = 0",
+                                        (sid,)).fetchone()[0] for sid in (cold, warm, seeded)}
+    assert rows[cold]["start"] == "cold" and rows[cold]["seed_from"] == "default" and rows[cold]["seeds"] == []
+    # asked for heuristic seeds but got none: cold, whatever seed_from says
+    assert rows[warm]["start"] == "cold" and rows[warm]["seed_from"] == "default,heuristic"
+    assert rows[seeded]["start"] == "warm" and rows[seeded]["seeds"] == ["heuristic"] * (gen0[seeded] - 1)
+    for sid in (cold, warm, seeded):
+        assert rows[sid]["best_origin"] == origin_of_best(sid)
+    text = (out / "README.md").read_text()
+    starts = text.split("## Cold and warm starts")[1].split("\n## ")[0]
+    line = next(x for x in starts.splitlines() if x.startswith("| 4096x4096 "))
+    assert "| 2 / 1 |" in line and "tuned softmax-online" in line.split("|")[6]
+    section = text.split("## 4096x4096")[1]
+    assert "| started from | best from |" in section
+    assert f"warm: default,heuristic ({gen0[seeded] - 1} heuristic)" in section

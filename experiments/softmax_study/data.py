@@ -7,6 +7,7 @@ same shape and method, the latest finished one is used.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,70 @@ from autotune.session import GenerationSummary
 from autotune.types import Result
 
 from . import definition as d
+
+
+SEED_ORIGINS_SKIPPED = ("default", "search", "rebenchmark")
+INFERRED = "*"  # after an origin read off the generations of a session recorded before origins were
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a session started from: its `seed_from` option as recorded in its options, and the
+    origin of each seed it evaluated before the search (the default config aside).  Cold: no
+    seed evaluated, whatever `seed_from` asked for; warm: at least one."""
+
+    seed_from: str
+    seeds: tuple[str, ...]
+    recorded: bool = True  # False: the options name no seeds although generation 0 held some
+
+    @property
+    def warm(self) -> bool:
+        return bool(self.seeds)
+
+    @property
+    def kind(self) -> str:
+        return "warm" if self.warm else "cold"
+
+    def text(self) -> str:
+        """'warm: default,heuristic (6 heuristic)', 'cold: default (no seeds)'."""
+        counts = Counter(self.seeds)
+        got = ", ".join(f"{n} {origin}" for origin, n in counts.items()) if self.seeds else "no seeds"
+        return f"{self.kind}: {self.seed_from or 'none'} ({got})"
+
+
+def session_start(cache: Cache, session: dict[str, Any], rows: list[EvaluationRow]) -> Start:
+    """A session's start as recorded: the seeds' origins from its rows where rows carry them
+    (schema 5 on), else from its options; a session whose options name no seeds although its
+    first generation held more than the default (scripts that passed seeds without naming
+    them) counts those as 'unnamed', marked as not recorded."""
+    options = session["options"]
+    seed_from = str(options.get("seed_from", "") or "")
+    origins = cache.origins(session["id"])
+    first = [r for r in rows if r.generation == 0]
+    if origins:
+        seeds = tuple(origins[r.candidate.key] for r in first
+                      if origins.get(r.candidate.key) not in (None, *SEED_ORIGINS_SKIPPED))
+        return Start(seed_from, seeds)
+    named = tuple(options.get("seeds", ()) or ())
+    if named:
+        return Start(seed_from, named)
+    extra = max(0, len(first) - 1)  # generation 0 starts with the default
+    return Start(seed_from, ("unnamed",) * extra, recorded=extra == 0)
+
+
+def best_origin(cache: Cache, session_id: int, key: str, rows: list[EvaluationRow]) -> str:
+    """Where the config `key` came from in a session: default, a seed source, or search; for
+    sessions recorded before rows named it, read off the generations (marked INFERRED)."""
+    recorded = cache.origins(session_id).get(key)
+    if recorded:
+        return recorded
+    first = [r for r in rows if r.generation >= 0 and r.candidate.key == key]
+    if not first:
+        return "?"
+    if first[0].generation > 0:
+        return "search" + INFERRED
+    zero = [r for r in rows if r.generation == 0]
+    return ("default" if zero and zero[0].candidate.key == key else "seed") + INFERRED
 
 
 @dataclass
@@ -39,6 +104,8 @@ class MethodRow:
     timeline: list[GenerationSummary] = field(default_factory=list)
     tuned: bool = False  # a winner of this framework (a tuned kernel), not a baseline
     earlier_source: bool = False  # measured on another version of the kernel's source than the present one
+    start: Start | None = None  # what the session started from (tuned rows)
+    best_origin: str | None = None  # where the winner's config came from (tuned rows)
 
 
 @dataclass
@@ -124,7 +191,8 @@ def _shape_rows(cache: Cache, sessions: dict[str, dict[str, Any]]) -> tuple[list
             tuning_wall_s=tags.get("helion_wall_s", wall), search_s=tags.get("helion_wall_s", search),
             configs=tags.get("helion_configs", session["evaluations"]),
             timeline=timeline(evaluations, _space(cache, session)) if tuned else [], tuned=tuned,
-            earlier_source=earlier,
+            earlier_source=earlier, start=session_start(cache, session, evaluations) if tuned else None,
+            best_origin=best_origin(cache, session["id"], winner[3], evaluations) if tuned else None,
         ))
         if method == d.method_of(d.HELION_KERNEL):
             default = default_row(evaluations)
@@ -156,18 +224,18 @@ def _baselines(cache: Cache, sessions: dict[str, dict[str, Any]]) -> dict[str, R
     return merged
 
 
-def _winner(rows: list[EvaluationRow]) -> tuple[dict[str, Any], Result, float | None] | None:
-    """(native config, timing, relative error) of the session's winner: the fastest of the final
-    re-benchmark when there was one (the accuracy check is on its first evaluation's row)."""
+def _winner(rows: list[EvaluationRow]) -> tuple[dict[str, Any], Result, float | None, str] | None:
+    """(native config, timing, relative error, config key) of the session's winner: the fastest
+    of the final re-benchmark when there was one (the accuracy check is on its first row)."""
     final = [r for r in rows if r.generation < 0 and r.result.ok]
     candidates = final or [r for r in rows if r.result.ok]
     if not candidates:
         return None
     best = min(candidates, key=lambda r: r.result.objective)
-    return dict(best.candidate.native), best.result, _rel_error(rows, best.candidate.key)
+    return dict(best.candidate.native), best.result, _rel_error(rows, best.candidate.key), best.candidate.key
 
 
-def _helion_pick(rows: list[EvaluationRow]) -> tuple[dict[str, Any], Result, float | None] | None:
+def _helion_pick(rows: list[EvaluationRow]) -> tuple[dict[str, Any], Result, float | None, str] | None:
     """The config Helion's autotuner chose: the last of generation 0, re-timed when it was."""
     seeded = [r for r in rows if r.generation == 0]
     if not seeded:
@@ -177,7 +245,7 @@ def _helion_pick(rows: list[EvaluationRow]) -> tuple[dict[str, Any], Result, flo
     timing = (retimed or [pick])[0].result
     if not timing.ok:
         return None
-    return dict(pick.candidate.native), timing, _rel_error(rows, pick.candidate.key)
+    return dict(pick.candidate.native), timing, _rel_error(rows, pick.candidate.key), pick.candidate.key
 
 
 def _rel_error(rows: list[EvaluationRow], key: str) -> float | None:

@@ -13,7 +13,7 @@ from autotune.report import gbps, timeline_line
 
 from . import definition as d
 from . import plots
-from .data import MethodRow, ShapeResult, load_study
+from .data import INFERRED, MethodRow, ShapeResult, load_study
 
 SMALL_BYTES = 16 * 2**20  # under this a call is launch-bound: read microseconds against the floor
 # Timing noise measured on the H100: repeated medians of a bandwidth-bound softmax vary by
@@ -105,7 +105,12 @@ def render(results: list[ShapeResult], options: ExperimentOptions, figures: dict
            f"a tuned best slower than the fastest baseline by less than the timing noise: "
            f"{BANDWIDTH_BOUND_NOISE:.0%} for bandwidth-bound shapes, {LAUNCH_BOUND_NOISE:.0%} for launch-bound "
            "ones.", "",
-           "## Winner per shape", "", summary_lines(results), ""]
+           "## Winner per shape", "", summary_lines(results), "",
+           "## Cold and warm starts", "",
+           "Each tuned session started either cold (no seed evaluated besides the default config) or warm "
+           "(seeds evaluated first: its `seed_from` option as recorded, with the seeds it got). 'best from' is "
+           f"where the winner's config came from (default, a seed source, or the search; {INFERRED_NOTE}).", "",
+           start_lines(results), ""]
     for name, path in figures.items():
         out += [f"![{name}]({path.name})", ""]
     for result in results:
@@ -133,8 +138,8 @@ def _shape_section(result: ShapeResult) -> list[str]:
              + (" Launch-bound: the copy's time is the floor a kernel launch costs here, so read the "
                 "'× floor' column." if small else ""), "",
              "| method | µs | min–max µs | GB/s | % of copy | × floor | rel. error | search s | job s | configs "
-             "| session |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| started from | best from | session |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     winner = result.winner()
     for row in sorted(result.rows, key=lambda r: r.median_ms):
         name = f"**{row.method}**" if row is winner else row.method
@@ -144,8 +149,8 @@ def _shape_section(result: ShapeResult) -> list[str]:
         floor = f"{row.median_ms / result.copy_ms:.2f}" if result.copy_ms else "-"
         lines.append(f"| {name} | {row.median_ms * 1e3:.1f} | {spread} | {_gbps(result, row.median_ms):.0f} | "
                      f"{share} | {floor} | {_error(row.rel_error)} | {_seconds(row.search_s)} | "
-                     f"{_seconds(row.tuning_wall_s)} | {row.configs or '-'} | "
-                     f"{row.session_id or '-'} |")
+                     f"{_seconds(row.tuning_wall_s)} | {row.configs or '-'} | {_start(row)} | "
+                     f"{row.best_origin or '-'} | {row.session_id or '-'} |")
     lines += ["", tuning_cost_line(result)]
     if any(row.earlier_source for row in result.rows):
         lines += ["", f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier version of the kernel's source than the "
@@ -156,6 +161,34 @@ def _shape_section(result: ShapeResult) -> list[str]:
         lines += [timeline_line(step).rsplit("  (", 1)[0] for step in best.timeline]
         lines += ["```"]
     return lines + [""]
+
+
+INFERRED_NOTE = (f"'{INFERRED}' marks an origin read off the generations of a session recorded before rows "
+                 "named their origin")
+
+
+def _start(row: MethodRow) -> str:
+    if row.method == d.HELION_QUICK:
+        return "Helion's own search"
+    return row.start.text() if row.start is not None else "-"
+
+
+def start_lines(results: list[ShapeResult]) -> str:
+    """Per shape, the fastest cold-started and the fastest warm-started tuned session, apart."""
+    lines = ["| shape | tuned sessions cold / warm | fastest cold µs | its method, best from | fastest warm µs "
+             "| its method, started from, best from |", "|---|---|---|---|---|---|"]
+    for result in results:
+        tuned = [r for r in result.rows if r.tuned and r.start is not None]
+        cold = [r for r in tuned if not r.start.warm]
+        warm = [r for r in tuned if r.start.warm]
+        best_cold = min(cold, key=lambda r: r.median_ms) if cold else None
+        best_warm = min(warm, key=lambda r: r.median_ms) if warm else None
+        cold_cells = (f"{best_cold.median_ms * 1e3:.1f} | {best_cold.method}, {best_cold.best_origin}"
+                      if best_cold else "- | -")
+        warm_cells = (f"{best_warm.median_ms * 1e3:.1f} | {best_warm.method}, {best_warm.start.text()}, "
+                      f"{best_warm.best_origin}" if best_warm and best_warm.start else "- | -")
+        lines.append(f"| {result.label} | {len(cold)} / {len(warm)} | {cold_cells} | {warm_cells} |")
+    return "\n".join(lines)
 
 
 def tuning_cost_line(result: ShapeResult) -> str:
@@ -178,6 +211,9 @@ def as_json(results: list[ShapeResult]) -> list[dict[str, Any]]:
                        "gbps": _gbps(r, row.median_ms), "rel_error": row.rel_error, "session": row.session_id,
                        "kernel": row.kernel, "config": row.native, "tuning_wall_s": row.tuning_wall_s,
                        "search_s": row.search_s,
-                       "configs": row.configs, "tuned": row.tuned, "earlier_source": row.earlier_source}
+                       "configs": row.configs, "tuned": row.tuned, "earlier_source": row.earlier_source,
+                       "seed_from": row.start.seed_from if row.start else None,
+                       "start": row.start.kind if row.start else None,
+                       "seeds": list(row.start.seeds) if row.start else None, "best_origin": row.best_origin}
                       for row in r.rows]}
             for r in results]

@@ -1,0 +1,210 @@
+"""The held-out experiment's figures, computed from the recorded runs (data.py) alone.
+
+Per problem and arm (and strategy): medians and ranges over the seeds of the wall time (set-up
+counted), the time to come within 2% of the best time anyone found at the problem and of
+Helion quick's, the final time, the ratios to Helion quick, and where the answers came from;
+then the targets of issue 24, each met or not.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from . import definition as d
+from .data import Run
+from .definition import Problem
+
+NEVER = math.inf  # a run that never came within the target
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and range over runs; a missing value (never reached, no answer) counts as infinite."""
+
+    median: float
+    low: float
+    high: float
+    count: int
+    missing: int
+
+    def text(self, scale: float = 1.0, digits: int = 1) -> str:
+        if self.count == 0:
+            return "-"
+        show = (lambda v: "never" if not math.isfinite(v) else f"{v * scale:.{digits}f}")  # noqa: E731
+        low, high = show(self.low), show(self.high)
+        return show(self.median) if low == high else f"{show(self.median)} [{low}–{high}]"
+
+    def record(self) -> dict[str, Any]:
+        finite = (lambda v: v if math.isfinite(v) else None)  # noqa: E731 - JSON has no infinity
+        return {"median": finite(self.median), "low": finite(self.low), "high": finite(self.high),
+                "runs": self.count, "missing": self.missing}
+
+
+def spread(values: Sequence[float | None]) -> Spread:
+    numbers = sorted(NEVER if v is None or not math.isfinite(v) else float(v) for v in values)
+    if not numbers:
+        return Spread(NEVER, NEVER, NEVER, 0, 0)
+    return Spread(statistics.median(numbers), numbers[0], numbers[-1], len(numbers),
+                  sum(not math.isfinite(v) for v in numbers))
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b and math.isfinite(a) and math.isfinite(b) else None
+
+
+@dataclass
+class ArmSummary:
+    """One arm (with one strategy) at one problem, over its seeds."""
+
+    arm: str
+    strategy: str
+    runs: list[Run]
+    wall: Spread
+    setup: Spread
+    to_best: Spread  # seconds from the job's start to within WITHIN of the best anyone found
+    to_helion: Spread  # ... of Helion quick's final time
+    final: Spread  # ms
+    final_ratio: Spread  # our final / Helion quick's
+    wall_ratio: Spread  # our wall / Helion quick's
+    provenance: Counter = field(default_factory=Counter)  # where each run's answer came from
+
+    @property
+    def name(self) -> str:
+        return self.arm if self.arm == d.HELION_QUICK else f"{self.arm} {self.strategy}"
+
+
+@dataclass
+class ProblemSummary:
+    problem: Problem
+    best_ms: float | None  # the best time anyone found here (re-timed answers)
+    helion_ms: float | None  # Helion quick's final time (median over its runs)
+    helion_wall_s: float | None
+    arms: list[ArmSummary]
+    seed_ms: float | None = None  # the heuristic seed's time (median over the runs that had it)
+    seed_kind: str = ""  # "rule seed" or "heuristic seeds" (the rules declined to be told apart)
+
+    @property
+    def seed_ratio(self) -> float | None:
+        return _ratio(self.seed_ms, self.best_ms)
+
+    def arm(self, arm: str, strategy: str) -> ArmSummary | None:
+        return next((a for a in self.arms if (a.arm, a.strategy) == (arm, strategy)), None)
+
+
+def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> list[ProblemSummary]:
+    """A summary per problem with runs, in the order of `problems`."""
+    runs = list(runs)
+    summaries = []
+    for problem in problems:
+        here = [r for r in runs if r.problem == problem]
+        if not here:
+            continue
+        finals = [r.final_ms for r in here if r.final_ms is not None]
+        best = min(finals) if finals else None
+        helion = [r for r in here if r.arm == d.HELION_QUICK]
+        helion_ms = spread([r.final_ms for r in helion]).median if helion else None
+        helion_wall = spread([r.wall_s for r in helion]).median if helion else None
+        helion_ms = helion_ms if helion_ms is not None and math.isfinite(helion_ms) else None
+        helion_wall = helion_wall if helion_wall is not None and math.isfinite(helion_wall) else None
+        groups: dict[tuple[str, str], list[Run]] = {}
+        for run in here:
+            groups.setdefault((run.arm, run.strategy), []).append(run)
+        order = {arm: i for i, arm in enumerate(d.ARMS)}
+        arms = [_arm(arm, strategy, sorted(members, key=lambda r: r.seed), best, helion_ms, helion_wall)
+                for (arm, strategy), members in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99),
+                                                                                      kv[0][1]))]
+        summary = ProblemSummary(problem, best, helion_ms, helion_wall, arms)
+        _seed_figures(summary, [r for r in here if r.arm == d.WARM_HEURISTIC])
+        summaries.append(summary)
+    return summaries
+
+
+def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms: float | None,
+         helion_wall: float | None) -> ArmSummary:
+    near = (lambda ms: ms * (1 + d.WITHIN) if ms is not None else None)  # noqa: E731
+    return ArmSummary(
+        arm=arm, strategy=strategy, runs=runs, wall=spread([r.wall_s for r in runs]),
+        setup=spread([r.setup_s for r in runs]), to_best=spread([r.time_to(near(best)) for r in runs]),
+        to_helion=spread([r.time_to(near(helion_ms)) for r in runs]) if helion_ms else spread([]),
+        final=spread([r.final_ms for r in runs]), final_ratio=spread([_ratio(r.final_ms, helion_ms) for r in runs])
+        if helion_ms else spread([]),
+        wall_ratio=spread([_ratio(r.wall_s, helion_wall) for r in runs]) if helion_wall else spread([]),
+        provenance=Counter(r.best_origin for r in runs))
+
+
+def _seed_figures(summary: ProblemSummary, runs: list[Run]) -> None:
+    """The heuristic seed's time: the rules' own seed where the runs tell it apart, else the
+    fastest config the heuristic source gave (with Helion's compiler seeds)."""
+    rule = [r.rule_ms for r in runs if r.rule_ms is not None]
+    given = [r.heuristic_ms for r in runs if r.heuristic_ms is not None]
+    values, kind = (rule, "rule seed") if rule else (given, "heuristic seeds")
+    if values:
+        summary.seed_ms, summary.seed_kind = statistics.median(values), kind
+
+
+# -- targets --------------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    target: str
+    subject: str
+    status: str  # "met", "not met", or "not yet measured at ..." (none failed so far)
+    details: list[str]
+
+    @property
+    def met(self) -> bool:
+        return self.status == "met"
+
+
+def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share: float,
+                 declared: Sequence[Problem]) -> Verdict:
+    details, failed, missing = [], False, []
+    for problem in declared:
+        summary = next((s for s in summaries if s.problem == problem), None)
+        mine = summary.arm(arm, strategy) if summary else None
+        if summary is None or mine is None or not mine.runs or summary.helion_wall_s is None:
+            missing.append(problem.shape)
+            continue
+        allowed = summary.helion_wall_s * share
+        took = mine.to_helion
+        ok = took.median <= allowed
+        failed |= not ok
+        details.append(f"{problem.shape}: {took.text()} s of {allowed:.1f} s allowed "
+                       f"({sum(_reached(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time): "
+                       f"{'met' if ok else 'not met'}")
+    status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
+    target = (f"within {d.WITHIN:.0%} of Helion quick at every softmax shape in at most "
+              f"1/{round(1 / share)} of its wall time")
+    return Verdict(target, f"{arm} {strategy}", status, details)
+
+
+def _reached(run: Run, summary: ProblemSummary, allowed: float) -> bool:
+    took = run.time_to(summary.helion_ms * (1 + d.WITHIN)) if summary.helion_ms else None
+    return took is not None and took <= allowed
+
+
+def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRATEGIES) -> list[Verdict]:
+    """Issue 24's targets: cold arms in 1/5 of Helion quick's wall time, warm arms in 1/10, at
+    every softmax shape (judged on the median over seeds); at every matmul cell, the heuristic
+    seed within 5% of the best found."""
+    found = sorted({a.strategy for s in summaries for a in s.arms if a.arm in d.OUR_ARMS} | set(strategies))
+    result = [_time_target(summaries, d.COLD, s, d.COLD_WALL_SHARE, d.SOFTMAX) for s in found]
+    result += [_time_target(summaries, arm, s, d.WARM_WALL_SHARE, d.SOFTMAX) for arm in d.WARM_ARMS for s in found]
+    details, failed, missing = [], False, []
+    for problem in d.MATMUL:
+        summary = next((s for s in summaries if s.problem == problem), None)
+        if summary is None or summary.best_ms is None:
+            missing.append(problem.label)
+            continue
+        ratio = summary.seed_ratio
+        ok = ratio is not None and ratio <= 1 + d.SEED_NEAR
+        failed |= not ok
+        shown = "no heuristic seed ran" if ratio is None else f"{summary.seed_kind} {ratio:.3f}x the best found"
+        details.append(f"{problem.label}: {shown}: {'met' if ok else 'not met'}")
+    status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
+    result.append(Verdict(f"heuristic seed within {d.SEED_NEAR:.0%} of the best found", "matmul cells",
+                          status, details))
+    return result

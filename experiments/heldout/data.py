@@ -1,0 +1,235 @@
+"""The held-out experiment read back from the database, through the store alone.
+
+One `Run` per recorded session of the study (the latest finished one for each problem, arm,
+strategy and seed).  Times are read off the rows' recording times (`EvaluationRow.created`)
+against the moment the job started (the `job_started` tag, taken before the kernel was bound
+and the evaluator started), so every figure counts the set-up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from autotune.cache import Cache, EvaluationRow
+from autotune.databases import open_for_reading
+from autotune.experiment import experiment_tags
+from experiments.softmax_study.data import Start, best_origin, session_start
+
+from . import definition as d
+from .definition import Problem
+
+# Sessions that ended by their own limits; one interrupted (a deadline, Ctrl-C) or failed is
+# left out, and the runner runs it again.
+DONE = ("budget", "seconds", "strategy finished", "strategy exhausted")
+USER = "user"  # the origin of Helion's pick in its re-timing session (a --config)
+HEURISTIC = "heuristic"
+
+Key = tuple[str, str, str, str, str, int]  # kernel, shape, dtype, arm, strategy, seed
+
+
+@dataclass
+class Run:
+    """One recorded run of an arm: its times from the job's start, its answer and where it came from."""
+
+    problem: Problem
+    arm: str
+    strategy: str
+    seed: int
+    session_id: int
+    start: Start
+    setup_s: float | None  # job start to the session's start (binding, evaluator and workers)
+    wall_s: float | None  # job start to the last config measured (Helion: its autotune returned)
+    session_s: float | None  # job start to the session's end (with our baselines and final re-timing)
+    final_ms: float | None  # the answer, re-timed (ours: the final re-benchmark; Helion: its pick)
+    best_origin: str  # where the answer's config came from: default, heuristic, cache, search, user
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (s since job start, best so far ms)
+    heuristic_ms: float | None = None  # the fastest seed the heuristic source gave (search-time reading)
+    rule_ms: float | None = None  # the fastest of the rules' own seeds among them (Helion's compiler seeds aside)
+    default_ms: float | None = None
+    cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
+    evaluations: int = 0
+    helion_configs: int | None = None  # Helion quick: configs its search timed
+
+    @property
+    def key(self) -> Key:
+        return run_key(self.problem, self.arm, self.strategy, self.seed)
+
+    def time_to(self, target_ms: float | None) -> float | None:
+        """Seconds from the job's start until the best so far was at or under `target_ms`."""
+        if target_ms is None:
+            return None
+        return next((t for t, ms in self.curve if ms <= target_ms), None)
+
+
+def run_key(problem: Problem, arm: str, strategy: str, seed: int) -> Key:
+    return (problem.kernel, problem.shape, problem.dtype, arm, strategy, int(seed))
+
+
+def load_runs(db: Path, shipped: Path | None) -> list[Run]:
+    """Every finished run of the study in `db` and the shipped data beside it."""
+    cache = open_for_reading(db, shipped)
+    try:
+        return [read_run(cache, session) for session in study_sessions(cache).values()]
+    finally:
+        cache.close()
+
+
+def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
+    """The latest finished session of each run of the study."""
+    found: dict[Key, dict[str, Any]] = {}
+    for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
+        tags = experiment_tags(session["options"])
+        if tags.get("study") != d.STUDY or session["mode"] != "gpu":
+            continue
+        if session["exit_reason"] not in DONE or session["evaluations"] == 0:
+            continue
+        problem = Problem(session["kernel"], "x".join(map(str, session["shape"])), session["dtype"])
+        found[run_key(problem, tags.get("arm", "?"), tags.get("strategy", "?"), tags.get("seed", 0))] = session
+    return found
+
+
+def recorded_keys(db: Path, shipped: Path | None) -> set[Key]:
+    """The runs `db` (with the shipped data) already holds: the runner skips them."""
+    if not db.exists() and (shipped is None or not shipped.exists()):
+        return set()
+    cache = open_for_reading(db, shipped)
+    try:
+        return set(study_sessions(cache))
+    finally:
+        cache.close()
+
+
+def read_run(cache: Cache, session: dict[str, Any]) -> Run:
+    tags = experiment_tags(session["options"])
+    rows = cache.session_evaluations(session["id"])
+    origins = cache.origins(session["id"])
+    problem = Problem(session["kernel"], "x".join(map(str, session["shape"])), session["dtype"])
+    job = float(tags["job_started"]) if "job_started" in tags else None
+    since = (lambda t: t - job if job is not None and t is not None else None)  # noqa: E731
+    search = [r for r in rows if r.generation >= 0]
+    run = Run(problem=problem, arm=tags.get("arm", "?"), strategy=tags.get("strategy", "?"),
+              seed=int(tags.get("seed", 0)), session_id=session["id"], start=session_start(cache, session, rows),
+              setup_s=since(session["started"]), session_s=since(session["ended"]),
+              wall_s=since(max((r.created for r in search if r.created is not None), default=None)),
+              final_ms=None, best_origin="?", evaluations=session["evaluations"],
+              cache_from=tuple(tags.get("cache_from", ())))
+    run.default_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default")
+    seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
+    run.heuristic_ms = _fastest(seeded)
+    rules = [dict(s.get("params", {})) for s in (session["options"].get("heuristics") or {}).get("seeds", [])]
+    run.rule_ms = _fastest(r for r in seeded if any(_matches(r.candidate.params, p) for p in rules))
+    if run.arm == d.HELION_QUICK:
+        _read_helion(run, tags, rows, origins)
+    else:
+        winner = _winner(rows)
+        if winner is not None:
+            run.final_ms = winner.result.median_ms
+            run.best_origin = best_origin(cache, session["id"], winner.candidate.key, rows)
+        run.curve = curve((r.created - job, r.result.objective) for r in _in_time_order(search)
+                          if job is not None and r.created is not None)
+    return run
+
+
+def _read_helion(run: Run, tags: dict[str, Any], rows: list[EvaluationRow], origins: dict[str, str]) -> None:
+    """Helion quick: its wall time (set-up included) and search timeline from the tags the runner
+    recorded, its answer from our re-timing of its pick; the timeline, in Helion's own timer, is
+    scaled so its best equals that re-timing (one timer for every figure)."""
+    picks = [r for r in rows if r.generation == 0 and origins.get(r.candidate.key) == USER]
+    zero = [r for r in rows if r.generation == 0]
+    pick = picks[-1] if picks else (zero[-1] if zero else None)
+    if pick is not None:
+        retimed = [r for r in rows if r.generation < 0 and r.candidate.key == pick.candidate.key and r.result.ok]
+        timing = (retimed or [pick])[0].result
+        run.final_ms = timing.median_ms if timing.ok else None
+    run.best_origin = "search"  # Helion's own
+    run.wall_s = run.session_s = tags.get("helion_job_s")
+    autotune_s = tags.get("helion_wall_s")
+    run.setup_s = run.wall_s - autotune_s if run.wall_s is not None and autotune_s is not None else None
+    run.helion_configs = tags.get("helion_configs")
+    logged = [(float(t), float(ms) if ms is not None else math.inf) for t, ms in tags.get("helion_timeline", [])]
+    finite = [ms for _, ms in logged if math.isfinite(ms)]
+    if finite and run.final_ms and run.setup_s is not None:
+        scale = run.final_ms / min(finite)
+        run.curve = curve((run.setup_s + t, ms * scale) for t, ms in logged)
+
+
+def curve(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(time, best so far) at each improvement of a time-ordered (time, ms or inf) sequence."""
+    best, steps = math.inf, []
+    for t, ms in points:
+        if ms < best:
+            best = ms
+            steps.append((t, ms))
+    return steps
+
+
+def _in_time_order(rows: list[EvaluationRow]) -> list[EvaluationRow]:
+    return sorted(rows, key=lambda r: (r.created or 0.0, r.generation, r.ordinal))
+
+
+def _winner(rows: list[EvaluationRow]) -> EvaluationRow | None:
+    """The session's answer: the fastest of its final re-benchmark when there was one."""
+    final = [r for r in rows if r.generation < 0 and r.result.ok]
+    ok = final or [r for r in rows if r.result.ok]
+    return min(ok, key=lambda r: r.result.objective) if ok else None
+
+
+def _fastest(rows: Iterable[EvaluationRow]) -> float | None:
+    times = [r.result.median_ms for r in rows if r.result.ok]
+    return min(times) if times else None
+
+
+def _matches(params: dict[str, Any], seed: dict[str, Any]) -> bool:
+    return bool(seed) and all(params.get(name) == value for name, value in seed.items())
+
+
+# -- is a problem still held out? ---------------------------------------------------------------
+def foreign_sessions(cache: Cache, problems: Iterable[Problem], *, same_kernel: bool = True) -> list[dict[str, Any]]:
+    """Sessions at a problem's shape and dtype that are not this study's own: of the problem's
+    own kernel (what could reach its tuning: seeds from the cache, reused measurements), a
+    problem with one is no longer held out; with `same_kernel=False`, those of other kernels
+    (the report names them: they say nothing about this kernel's configs)."""
+    wanted = {(p.kernel, p.dims, p.dtype) for p in problems}
+    found = []
+    for session in cache.sessions(limit=1_000_000):
+        if experiment_tags(session["options"]).get("study") == d.STUDY:
+            continue
+        shape, dtype = tuple(session["shape"]), session["dtype"]
+        mine = (session["kernel"], shape, dtype) in wanted
+        elsewhere = any((shape, dtype) == (dims, kind) for _, dims, kind in wanted)
+        if (same_kernel and mine) or (not same_kernel and elsewhere and not mine):
+            found.append(session)
+    return found
+
+
+def other_kernels(db: Path, shipped: Path | None, problems: Iterable[Problem]) -> dict[str, list[str]]:
+    """Shape -> 'kernel (session N)' for the sessions of other kernels recorded at a held-out
+    shape (named in the report: the shape is held out for its kernel, not for every kernel)."""
+    problems = list(problems)
+    cache = open_for_reading(db, shipped)
+    try:
+        found: dict[str, list[str]] = {}
+        for session in sorted(foreign_sessions(cache, problems, same_kernel=False), key=lambda s: s["id"]):
+            shape = "x".join(map(str, session["shape"]))
+            found.setdefault(shape, []).append(f"{session['kernel']} (session {session['id']})")
+        return found
+    finally:
+        cache.close()
+
+
+def cache_sources(cache: Cache, problem: Problem, source: str) -> tuple[list[str], float]:
+    """The shapes the `cache` seed source would read for `problem` (autotune/seeds.py's rule: the
+    nearest recorded shapes of the same kernel, dtype and kernel source) and their distance;
+    ([], inf) when there are none."""
+    from autotune.seeds import shape_distance
+
+    records = [r for r in cache.find_spaces(problem.kernel, dtype=problem.dtype)
+               if r.source_hash == source and r.evaluations]
+    if not records:
+        return [], math.inf
+    nearest = min(shape_distance(r.shape, problem.dims) for r in records)
+    shapes = sorted({"x".join(map(str, r.shape)) for r in records if shape_distance(r.shape, problem.dims) == nearest})
+    return shapes, nearest

@@ -1,0 +1,318 @@
+"""Runs the held-out experiment on a GPU machine: one job per (problem, arm, strategy, seed).
+
+    python -m experiments.heldout.runner --db runs/heldout.db [--shapes 2048x100000,...]
+        [--arms cold,warm-cache] [--strategies pattern,evolution] [--seeds 1,2,3] [--seconds 60]
+
+Each job records one session, tagged with the study, arm, strategy, seed and the moment the job
+started (before anything was bound or started), so the report counts the set-up.  Runs already
+recorded are skipped: a run cut short is continued by the same command.  Our arms measure
+every config anew (`fresh`), so no run is answered from another's measurements; the
+warm-cache arm reads its seeds from the shipped data alone (it records into a scratch
+database merged home afterwards), so a held-out shape never seeds itself, and a problem whose
+shape the shipped data records is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from autotune.errors import UserError
+from autotune.experiment import ExperimentOptions, execute_jobs
+
+from . import definition as d
+from .definition import Problem
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to run: the problems, arms, strategies and seeds, and each session's limits."""
+
+    problems: tuple[Problem, ...] = d.PROBLEMS
+    arms: tuple[str, ...] = d.ARMS
+    strategies: tuple[str, ...] = d.STRATEGIES
+    seeds: tuple[int, ...] = d.SEEDS
+    helion_seeds: tuple[int, ...] = d.HELION_SEEDS
+    seconds: float = d.SECONDS
+    budget: int = d.BUDGET
+    shipped: Path | None = Path("cache.db")
+    again: bool = False
+
+
+@dataclass(frozen=True)
+class ArmJob:
+    """One of our arms: one `autotune tune` session (the same path as the command)."""
+
+    problem: Problem
+    arm: str
+    strategy: str
+    seed: int
+    budget: int
+    seconds: float
+    shipped: Path | None
+    cache_from: tuple[str, ...] = ()  # warm-cache: the shapes its seeds come from (recorded as a tag)
+
+    @property
+    def key(self) -> tuple:
+        return (self.problem.kernel, self.problem.shape, self.problem.dtype, self.arm, self.strategy, self.seed)
+
+    def describe(self) -> str:
+        return f"{self.arm} {self.strategy} seed {self.seed} at {self.problem.label}"
+
+    def __call__(self, db_path: Path) -> dict[str, Any]:
+        started = time.time()
+        tags = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
+                "job_started": round(started, 3)}
+        if self.cache_from:
+            tags["cache_from"] = list(self.cache_from)
+        request = tune_request(db_path, self.problem, strategy=self.strategy, budget=self.budget,
+                               seconds=self.seconds, seed=self.seed, seed_from=d.SEED_FROM[self.arm],
+                               shipped=self.shipped, tags=tags)
+        # Only the warm-cache arm reads earlier measurements (its seeds): from the shipped data
+        # alone, never from runs of this experiment recorded in `db_path`.
+        outcome = in_scratch(request, db_path) if self.arm == d.WARM_CACHE else _run(request)
+        return {"session": outcome.session_id, "evaluations": outcome.evaluations}
+
+
+@dataclass(frozen=True)
+class HelionQuickJob:
+    """Helion's own quick autotune, run natively and timed from the job's start (set-up
+    included); its pick is then re-timed by our harness (one recorded session, as the softmax
+    study does), so every figure uses one timer."""
+
+    problem: Problem
+    seed: int
+    shipped: Path | None
+    arm: str = d.HELION_QUICK
+    strategy: str = d.NATIVE
+    autotune: Callable[[Any, tuple], Any] | None = field(default=None, compare=False)  # tests: a stand-in
+    device: str = field(default="cuda", compare=False)  # tests: "cpu", with the stand-in
+
+    @property
+    def key(self) -> tuple:
+        return (self.problem.kernel, self.problem.shape, self.problem.dtype, self.arm, self.strategy, self.seed)
+
+    def describe(self) -> str:
+        return f"{self.arm} seed {self.seed} at {self.problem.label}"
+
+    def __call__(self, db_path: Path) -> dict[str, Any]:
+        started = time.time()
+        from autotune.baselines.helion_native import QUICK, run_native
+        from autotune.kernels import get_kernel, parse_dtype, parse_shape
+        from autotune.task import bind_live
+
+        spec = get_kernel(self.problem.kernel)
+        shape, dtype = parse_shape(self.problem.shape, spec.rank), parse_dtype(self.problem.dtype)
+        with tempfile.TemporaryDirectory() as scratch:
+            native = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK, device=self.device,
+                                autotune=self.autotune or seeded_autotune(self.seed))
+        job_s = time.time() - started
+        params = bind_live(spec, shape, dtype, self.device).codec.params_of(native.config)
+        tags = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
+                "job_started": round(started, 3), "helion_job_s": round(job_s, 3),
+                "helion_wall_s": round(native.wall_s, 3), "helion_configs": native.configs,
+                "helion_timeline": [[round(t, 3), ms if ms != float("inf") else None] for t, ms in native.timeline]}
+        # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
+        request = replace(tune_request(db_path, self.problem, strategy="fixed", budget=1, seconds=None,
+                                       seed=self.seed, seed_from="", shipped=self.shipped, tags=tags),
+                          configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
+        outcome = _run(request)
+        return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
+
+
+def seeded_autotune(seed: int) -> Callable[[Any, tuple], Any]:
+    """Helion's search with its random seed set, forced even when its cache holds an answer."""
+
+    def autotune(kernel: Any, inputs: tuple) -> Any:
+        kernel.settings.autotune_random_seed = seed
+        return kernel.autotune(inputs, force=True)
+
+    return autotune
+
+
+def tune_request(db_path: Path, problem: Problem, *, strategy: str, budget: int, seconds: float | None, seed: int,
+                 seed_from: str, shipped: Path | None, tags: dict[str, Any]) -> Any:
+    """The request `autotune tune` would build, measuring every config anew (`fresh`)."""
+    from autotune.tuning import TuneRequest
+
+    return TuneRequest(
+        kernel=problem.kernel, shape=problem.shape, dtype=problem.dtype, strategy=strategy, budget=budget,
+        seconds=seconds, seed=seed, generation_size=None, db=Path(db_path), replay=False, space=None, fresh=True,
+        compile_workers=None, compile_timeout_s=d.COMPILE_TIMEOUT_S[problem.family], seed_from=seed_from,
+        experiment=tuple(tags.items()), shipped=shipped)
+
+
+def _run(request: Any) -> Any:
+    from rich.console import Console
+
+    from autotune.tuning import run_tune
+
+    return run_tune(request, Console(width=150))
+
+
+def in_scratch(request: Any, db_path: Path) -> Any:
+    """Run `request` recording into a fresh database beside nothing but the shipped data, then
+    merge it into `db_path` (also when cut short: what it measured comes home).  A `db_path`
+    not yet made (a distributed worker's private one, a first run) is already fresh."""
+    from autotune.cache import checkpoint
+    from autotune.databases import open_for_writing
+
+    if not Path(db_path).exists():
+        return _run(request)
+    with tempfile.TemporaryDirectory(prefix="heldout-") as folder:
+        scratch = Path(folder) / "job.db"
+        try:
+            return _run(replace(request, db=scratch))
+        finally:
+            if scratch.exists():
+                checkpoint(scratch)
+                home = open_for_writing(db_path, request.shipped)
+                try:
+                    home.merge_from(scratch)
+                finally:
+                    home.close()
+
+
+Job = ArmJob | HelionQuickJob
+
+
+def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[Problem, list[str]] | None = None
+              ) -> list[Job]:
+    """Every job of the plan not yet recorded, Helion quick first at each problem."""
+    jobs: list[Job] = []
+    for problem in plan.problems:
+        if d.HELION_QUICK in plan.arms:
+            jobs += [HelionQuickJob(problem, seed, plan.shipped) for seed in plan.helion_seeds]
+        for arm in (a for a in d.OUR_ARMS if a in plan.arms):
+            shapes = tuple((cache_from or {}).get(problem, ())) if arm == d.WARM_CACHE else ()
+            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, plan.seconds, plan.shipped, shapes)
+                     for strategy in plan.strategies for seed in plan.seeds]
+    return [job for job in jobs if plan.again or job.key not in recorded]
+
+
+def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
+    """Refuse problems that are no longer held out (the shipped data records another session at
+    their shape, or would seed a warm-cache run from their own shape); the shapes each
+    problem's cache seeds come from."""
+    from autotune.kernels import get_kernel
+    from search_spaces.fingerprint import source_hash
+
+    from .data import cache_sources, foreign_sessions
+
+    if plan.shipped is None or not plan.shipped.exists():
+        if d.WARM_CACHE in plan.arms:
+            raise UserError("the warm-cache arm seeds from the shipped data: name it with --shipped (cache.db)")
+        return {}
+    from autotune.cache import Cache
+
+    shipped = Cache.open(plan.shipped, migrate=False)  # read only: never migrated here
+    try:
+        foreign = foreign_sessions(shipped, plan.problems)
+        if foreign:
+            named = ", ".join(f"session {s['id']} ({s['kernel']} {'x'.join(map(str, s['shape']))})"
+                              for s in foreign[:5])
+            raise UserError(f"{plan.shipped} records {named}: those shapes are no longer held out for their kernels")
+        sources = {}
+        for problem in plan.problems:
+            shapes, distance = cache_sources(shipped, problem, source_hash(get_kernel(problem.kernel).source_text()))
+            if distance == 0 and d.WARM_CACHE in plan.arms:
+                raise UserError(f"{plan.shipped} records {problem.label} itself: a warm-cache run would seed itself")
+            sources[problem] = shapes
+        return sources
+    finally:
+        shipped.close()
+
+
+def select(plan: Plan, shapes: Sequence[str] = (), arms: Sequence[str] = ()) -> Plan:
+    """The plan narrowed to `shapes` (a shape or 'kernel shape') and `arms`; unknown ones refused."""
+    if shapes:
+        chosen = []
+        for text in shapes:
+            found = d.problem_named(text)
+            if not found:
+                known = ", ".join(p.shape for p in d.PROBLEMS)
+                raise UserError(f"shape {text!r} is not in the experiment (its shapes: {known})")
+            chosen += [p for p in found if p not in chosen]
+        plan = replace(plan, problems=tuple(chosen))
+    unknown = [a for a in arms if a not in d.ARMS]
+    if unknown:
+        raise UserError(f"arm(s) {', '.join(unknown)} are not in the experiment (its arms: {', '.join(d.ARMS)})")
+    return replace(plan, arms=tuple(arms)) if arms else plan
+
+
+def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
+    from autotune.tuning import gpu_available
+
+    from .data import recorded_keys
+
+    if not gpu_available():
+        raise UserError("the held-out experiment measures on a GPU and this machine has none; "
+                        f"`python -m experiments.heldout.report --db {options.db}` regenerates the report")
+    sources = check_held_out(plan)
+    recorded = set() if plan.again else recorded_keys(options.db, plan.shipped)
+    jobs = plan_jobs(plan, recorded, sources)
+    skipped = len(plan_jobs(replace(plan, again=True), set(), sources)) - len(jobs)
+    if skipped:
+        console.print(f"{skipped} run(s) already recorded in {options.db} (--again repeats them)")
+    import helion  # noqa: F401 - imported once here, so no job's time counts the imports
+    import torch  # noqa: F401
+
+    import autotune.tuning  # noqa: F401
+    execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
+
+
+def run(options: ExperimentOptions, console: Any) -> None:
+    """`autotune experiment run experiments/heldout`: --methods picks arms; strategies and seeds
+    are the definition's (the runner's own command line sets them)."""
+    plan = select(Plan(shipped=options.shipped, again=options.again), options.shapes, options.methods)
+    plan = replace(plan, seconds=options.seconds or plan.seconds, budget=options.budget or plan.budget)
+    execute(plan, options, console)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from rich.console import Console
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", type=Path, default=Path("runs/heldout.db"), help="records here")
+    parser.add_argument("--shipped", default="cache.db", help="the shipped data, read beside --db ('none': none)")
+    parser.add_argument("--shapes", default="", help="comma-separated shapes (or 'kernel shape') of the experiment")
+    parser.add_argument("--arms", default="", help=f"comma-separated subset of {', '.join(d.ARMS)}")
+    parser.add_argument("--strategies", default=",".join(d.STRATEGIES))
+    parser.add_argument("--seeds", default=",".join(map(str, d.SEEDS)))
+    parser.add_argument("--helion-seeds", default=",".join(map(str, d.HELION_SEEDS)))
+    parser.add_argument("--seconds", type=float, default=d.SECONDS, help="per session, from its start")
+    parser.add_argument("--budget", type=int, default=d.BUDGET, help="configs per session")
+    parser.add_argument("--again", action="store_true", help="run recorded runs again")
+    parser.add_argument("--dry-run", action="store_true", help="print the runs that would run, and stop")
+    args = parser.parse_args(argv)
+    listed = (lambda text: tuple(x.strip() for x in text.split(",") if x.strip()))  # noqa: E731
+    shipped = None if args.shipped.lower() in ("", "none") else Path(args.shipped)
+    plan = select(Plan(strategies=listed(args.strategies), seeds=tuple(map(int, listed(args.seeds))),
+                       helion_seeds=tuple(map(int, listed(args.helion_seeds))), seconds=args.seconds,
+                       budget=args.budget, shipped=shipped, again=args.again), listed(args.shapes), listed(args.arms))
+    args.db.parent.mkdir(parents=True, exist_ok=True)
+    options = ExperimentOptions(folder=Path(__file__).parent, db=args.db, out=Path(__file__).parent / "report",
+                                shipped=shipped, again=args.again)
+    console = Console(width=150)
+    if args.dry_run:
+        from .data import recorded_keys
+
+        recorded = set() if args.again else recorded_keys(args.db, shipped)
+        for job in plan_jobs(plan, recorded, check_held_out(plan)):
+            console.print(job.describe())
+        return
+    execute(plan, options, console)
+
+
+if __name__ == "__main__":
+    from autotune.cache_schema import CacheError
+
+    try:
+        main()
+    except (UserError, CacheError) as error:
+        raise SystemExit(f"heldout: {error}") from None

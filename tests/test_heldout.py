@@ -1,0 +1,406 @@
+"""The held-out experiment on a CPU: its shapes are held out (of cache.db and of the rules), its
+runner plans, skips and isolates as documented, and its report, generated from a recorded
+fixture, gives the wall times, times to 2%, provenance and verdicts that the fixture's rows give
+when computed here independently (from the raw rows, not through the experiment's code)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import sqlite3
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+from autotune import cli
+from autotune.cache import Cache
+from autotune.errors import UserError
+from autotune.evaluators.fake import FakeEvaluator
+from autotune.experiment import experiment_tags
+from autotune.kernels import get_kernel
+from autotune.seeds import collect_seeds, heuristic_provenance
+from autotune.session import Session, SessionSettings
+from autotune.session_options import SessionOptions
+from autotune.strategies import get_strategy
+from autotune.task import bind_live
+from autotune.types import Result, Status
+from conftest import REPO, hashed_cost
+from experiments.heldout import definition as d
+from experiments.heldout import runner
+from experiments.heldout.data import foreign_sessions, recorded_keys
+from search_spaces.space import canonical_json
+
+HELDOUT_DIR = REPO / "experiments" / "heldout"
+SOFTMAX = d.Problem("softmax", "32768x1000", "float16")
+MATMUL = d.Problem("matmul-l2norm", "16384x1024x2048", "bfloat16")
+RETIMED = 1.01  # the fixture's re-benchmark reads every config 1% slower than its search-time reading
+HELION_JOB_S, HELION_WALL_S = 100.0, 90.0
+# Helion's own log: (s since its search began, ms in its timer).  Scaled to our re-timing of its
+# pick (1.4 ms x 1.01), its first reading is over 2% slower than the pick, unscaled it is not.
+HELION_LOG = [[2.0, 1.35], [4.0, None], [9.0, 1.3]]
+
+
+# -- held out ---------------------------------------------------------------------------------------
+def test_the_declared_problems_have_no_session_of_their_kernel_in_cache_db():
+    shipped = Cache.open(REPO / "cache.db", migrate=False)
+    try:
+        sessions = shipped.sessions(limit=1_000_000)
+        at = {(s["kernel"], "x".join(map(str, s["shape"])), s["dtype"]) for s in sessions
+              if experiment_tags(s["options"]).get("study") != d.STUDY}
+        for problem in d.PROBLEMS:
+            assert (problem.kernel, problem.shape, problem.dtype) not in at, problem.label
+            spaces = shipped.find_spaces(problem.kernel, problem.dims, problem.dtype)
+            assert not [s for s in spaces if s.evaluations], problem.label  # nothing a cache seed could read
+        assert foreign_sessions(shipped, d.PROBLEMS) == []
+        # the check can fail: a recorded shape is found
+        recorded = d.Problem("softmax", "4096x32000", "float16")
+        assert foreign_sessions(shipped, [recorded]) and ("softmax", "4096x32000", "float16") in at
+    finally:
+        shipped.close()
+
+
+def _named_shapes(text: str) -> set[str]:
+    """Every shape a module's text names: 4096x32000, 131072x512x512, [1024, 50257]."""
+    found = set(re.findall(r"\b\d{3,}(?:x\d+){1,2}\b", text))
+    found |= {"x".join(m.replace(" ", "").split(",")) for m in re.findall(r"\[(\d{3,}(?:, ?\d+){1,2})\]", text)}
+    return found
+
+
+def test_the_declared_shapes_are_none_the_rules_name_or_the_seed_study_measured():
+    named = set()
+    for module in sorted((REPO / "heuristics").glob("*.py")):
+        named |= _named_shapes(module.read_text())
+    assert {"4096x32000", "1024x50257", "131072x512x512"} <= named  # the parser finds the fitted shapes
+    assert not {p.shape for p in d.PROBLEMS} & named
+    from experiments.seed_study.definition import CELLS
+
+    assert not {p.shape for p in d.MATMUL} & {c.shape for c in CELLS}
+    assert len(d.SOFTMAX) >= 6 and len(d.MATMUL) == 4
+
+
+# -- the fixture: runs recorded through the session loop, tagged as the runner tags them --------------
+class Retiming(FakeEvaluator):
+    def rebenchmark(self, candidates):
+        out = {}
+        for result in self.evaluate(candidates):
+            out[result.key] = Result(key=result.key, status=Status.OK, median_ms=result.median_ms * RETIMED,
+                                     min_ms=result.median_ms, max_ms=result.median_ms * 1.02, repetitions=10)
+        return out
+
+
+def _costs(task, special: list[tuple[dict, float]]) -> Callable[[dict], float]:
+    """Search configs cost 1.1-2.1 ms; the special points (normalised) cost what they are given."""
+    lookup = {canonical_json(task.candidate(p).params): ms for p, ms in special}
+    return lambda params: lookup.get(canonical_json(dict(params)), 1.0 + hashed_cost(params))
+
+
+def _record(cache, task, *, arm, strategy, seed, setup_s, seeds=(), seed_from="default", costs, budget=6,
+            extra=None, fixed=None, interrupt=None) -> None:
+    tags = {"study": d.STUDY, "arm": arm, "strategy": strategy, "seed": seed, **(extra or {})}
+    sources = [s for s in seed_from.split(",") if s]
+    options = SessionOptions(seed_from=seed_from, seeds=tuple(o for o, _ in seeds), fresh=True,
+                             heuristics=heuristic_provenance(task, sources).get("heuristics"), experiment=tags)
+    if fixed is not None:
+        made = get_strategy("fixed")(task.space, seed=seed, configs={d.HELION_QUICK: fixed})
+    else:
+        made = get_strategy(strategy)(task.space, seed=seed)
+    settings = SessionSettings(strategy if fixed is None else "fixed", seed, budget, generation_size=3, mode="gpu")
+    evaluator = Retiming(costs, delay_s=0.004, interrupt_after=interrupt)
+    tags["job_started"] = round(time.time() - setup_s, 3)
+    try:
+        Session(task, evaluator, made, settings, cache, options=options.but(experiment=tags), seeds=list(seeds)).run()
+    except KeyboardInterrupt:
+        assert interrupt is not None
+
+
+@pytest.fixture(scope="module")
+def heldout_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("heldout") / "heldout.db"
+    cache = Cache.open(path, create=True)
+    for problem in (SOFTMAX, MATMUL):
+        task = bind_live(get_kernel(problem.kernel), problem.dims, getattr(torch, problem.dtype), "cpu")
+        default_key = task.default_candidate().key
+        heuristic = [seed for seed in collect_seeds(task, None, ["heuristic"])
+                     if task.candidate(seed[1]).key != default_key]  # the default is measured anyway
+        assert heuristic, problem.label
+        cached = [("cache", task.space.sample(random.Random(11)))]
+        pick = task.space.sample(random.Random(7))
+        # The softmax seed lands between 2% and 5% of the best found (1.02 re-timed): within 5%, never 2%.
+        seeded = 1.07 if problem is SOFTMAX else 1.05
+        costs = _costs(task, [(task.space.default, 1.5), (pick, 1.4), (heuristic[0][1], seeded), (cached[0][1], 1.02)])
+        _record(cache, task, arm=d.HELION_QUICK, strategy=d.NATIVE, seed=1, setup_s=0.5, seeds=[("user", pick)],
+                seed_from="", costs=costs, budget=1, fixed=pick,
+                extra={"helion_job_s": HELION_JOB_S, "helion_wall_s": HELION_WALL_S, "helion_configs": 3,
+                       "helion_timeline": HELION_LOG})
+        for seed in (1, 2, 3) if problem is SOFTMAX else (1,):
+            _record(cache, task, arm=d.COLD, strategy="pattern", seed=seed, setup_s=1.0, costs=costs)
+        for seed in (1, 2):
+            _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0, seeds=heuristic,
+                    seed_from="default,heuristic", costs=costs)
+        if problem is SOFTMAX:  # set-up of 30 s: within Helion's fifth (20 s) it is not, nor its tenth
+            for seed in (1, 2):
+                _record(cache, task, arm=d.WARM_CACHE, strategy="evolution", seed=seed, setup_s=30.0, seeds=cached,
+                        seed_from="default,cache", costs=costs, extra={"cache_from": ["1024x1024"]})
+        else:  # cut short: never counted, and planned again
+            _record(cache, task, arm=d.COLD, strategy="pattern", seed=3, setup_s=1.0, costs=costs, interrupt=3)
+    # not this study's, or not finished: never read
+    other = bind_live(get_kernel("softmax"), SOFTMAX.dims, torch.float16, "cpu")
+    Session(other, Retiming(lambda p: 0.01), get_strategy("random")(other.space, seed=0),
+            SessionSettings("random", 0, 3, mode="gpu"), cache).run()
+    cache.close()
+    return path
+
+
+def _raw_runs(db: Path) -> dict[int, dict[str, Any]]:
+    """Each finished study session's rows and tags, read with plain SQL (independent of the store)."""
+    conn = sqlite3.connect(db)
+    try:
+        runs = {}
+        for sid, kernel, shape, dtype, options, reason in conn.execute(
+                "SELECT id, kernel, shape, dtype, options, exit_reason FROM sessions"):
+            tags = json.loads(options).get("experiment") or {}
+            if tags.get("study") != d.STUDY or reason == "interrupted":
+                continue
+            rows = conn.execute("SELECT created, generation, ordinal, status, median_ms, config_key, origin "
+                                "FROM evaluations WHERE session_id = ? ORDER BY created, generation, ordinal",
+                                (sid,)).fetchall()
+            runs[sid] = {"problem": (kernel, "x".join(map(str, json.loads(shape))), dtype), "tags": tags,
+                         "rows": rows, "options": json.loads(options)}
+        return runs
+    finally:
+        conn.close()
+
+
+def _expected(run: dict[str, Any]) -> dict[str, Any]:
+    """wall, final, provenance and the best-so-far steps of one raw run, computed here."""
+    tags, rows = run["tags"], run["rows"]
+    search = [r for r in rows if r[1] >= 0]
+    final_rows = [r for r in rows if r[1] < 0 and r[3] == "ok"] or [r for r in rows if r[3] == "ok"]
+    origin_of = {}
+    for r in search:
+        origin_of.setdefault(r[5], r[6])
+    if tags["arm"] == d.HELION_QUICK:
+        pick = [r for r in search if r[1] == 0 and r[6] == "user"][-1]
+        final = min(r[4] for r in rows if r[1] < 0 and r[5] == pick[5])
+        setup = tags["helion_job_s"] - tags["helion_wall_s"]
+        scale = final / min(ms for _, ms in tags["helion_timeline"] if ms is not None)
+        steps = [(setup + t, ms * scale) for t, ms in tags["helion_timeline"] if ms is not None]
+        return {"wall": tags["helion_job_s"], "final": final, "origin": "search", "steps": steps}
+    best = min(final_rows, key=lambda r: r[4])
+    steps = [(r[0] - tags["job_started"], r[4]) for r in search if r[3] == "ok"]
+    return {"wall": max(r[0] for r in search) - tags["job_started"], "final": best[4], "origin": origin_of[best[5]],
+            "steps": steps}
+
+
+def _time_to(steps, target):
+    best = math.inf
+    for t, ms in steps:
+        best = min(best, ms)
+        if best <= target:
+            return t
+    return None
+
+
+@pytest.fixture(scope="module")
+def heldout_report(heldout_db, tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("report")
+    code = cli.main(["experiment", "report", str(HELDOUT_DIR), "--db", str(heldout_db), "--shipped", "none",
+                     "--out", str(out)])
+    assert code == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_the_report_is_written_from_the_database_alone(heldout_report):
+    out, _ = heldout_report
+    for name in ("README.md", "results.json", "ratios.png", "convergence.png"):
+        assert (out / name).is_file(), name
+    assert (out / "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = (out / "README.md").read_text()
+    assert "## Targets" in text and f"## {SOFTMAX.label}" in text and f"## {MATMUL.label}" in text
+
+
+def test_wall_times_times_to_2_percent_finals_and_provenance_follow_the_rows(heldout_db, heldout_report):
+    _, results = heldout_report
+    raw = _raw_runs(heldout_db)
+    for problem in results["problems"]:
+        mine = [run for run in raw.values() if run["problem"] == (problem["kernel"], problem["shape"],
+                                                                    problem["dtype"])]
+        expected = {run["tags"]["arm"] + str(run["tags"]["seed"]) + run["tags"]["strategy"]: _expected(run)
+                    for run in mine}
+        best = min(e["final"] for e in expected.values())
+        helion = next(e for k, e in expected.items() if k.startswith(d.HELION_QUICK))
+        assert problem["best_ms"] == pytest.approx(best) and problem["helion_ms"] == pytest.approx(helion["final"])
+        assert problem["helion_wall_s"] == pytest.approx(HELION_JOB_S)
+        reported = 0
+        for arm in problem["arms"]:
+            for run in arm["runs"]:
+                want = expected[arm["arm"] + str(run["seed"]) + arm["strategy"]]
+                assert run["wall_s"] == pytest.approx(want["wall"], abs=2e-3)
+                assert run["final_ms"] == pytest.approx(want["final"])
+                assert run["best_origin"] == want["origin"]
+                for key, target in (("to_best_s", best), ("to_helion_s", helion["final"])):
+                    took = _time_to(want["steps"], target * (1 + d.WITHIN))
+                    assert (run[key] is None) == (took is None), (arm["arm"], key)
+                    if took is not None:
+                        assert run[key] == pytest.approx(took, abs=2e-3)
+                reported += 1
+            for key, target in (("to_best_s", best), ("to_helion_s", helion["final"])):
+                took = [_time_to(expected[arm["arm"] + str(r["seed"]) + arm["strategy"]]["steps"],
+                                 target * (1 + d.WITHIN)) for r in arm["runs"]]
+                middle = statistics.median(math.inf if t is None else t for t in took)
+                assert arm[key]["median"] == (None if math.isinf(middle) else pytest.approx(middle, abs=2e-3))
+                assert arm[key]["missing"] == sum(t is None for t in took)
+            walls = [r["wall_s"] for r in arm["runs"]]
+            assert arm["wall_s"]["median"] == pytest.approx(statistics.median(walls))
+            assert arm["wall_s"]["low"] == min(walls) and arm["wall_s"]["high"] == max(walls)
+            ratios = [r["final_ms"] / helion["final"] for r in arm["runs"]]
+            assert arm["final_ratio"]["median"] == pytest.approx(statistics.median(ratios))
+        assert reported == len(mine)  # every finished run, and only those (the interrupted one is left out)
+    softmax = next(p for p in results["problems"] if p["shape"] == SOFTMAX.shape)
+    warm = next(a for a in softmax["arms"] if a["arm"] == d.WARM_CACHE)
+    assert warm["provenance"] == {"cache": 2}  # the fixture's cache seed is the fastest config
+    assert all(r["start"] == "warm" and r["seeds"] == ["cache"] for r in warm["runs"])
+    cold = next(a for a in softmax["arms"] if a["arm"] == d.COLD)
+    assert all(r["start"] == "cold" and r["seed_from"] == "default" for r in cold["runs"])
+
+
+def test_target_verdicts_follow_the_rows(heldout_db, heldout_report):
+    _, results = heldout_report
+    raw = _raw_runs(heldout_db)
+    here = [run for run in raw.values() if run["problem"] == (SOFTMAX.kernel, SOFTMAX.shape, SOFTMAX.dtype)]
+    helion = next(_expected(r) for r in here if r["tags"]["arm"] == d.HELION_QUICK)["final"]
+    targets = {t["subject"]: t for t in results["targets"]}
+    for arm, strategy, share in ((d.COLD, "pattern", d.COLD_WALL_SHARE),
+                                 (d.WARM_HEURISTIC, "pattern", d.WARM_WALL_SHARE),
+                                 (d.WARM_CACHE, "evolution", d.WARM_WALL_SHARE)):
+        took = [_time_to(_expected(r)["steps"], helion * (1 + d.WITHIN)) for r in here
+                if (r["tags"]["arm"], r["tags"]["strategy"]) == (arm, strategy)]
+        met = statistics.median(math.inf if t is None else t for t in took) <= HELION_JOB_S * share
+        verdict = targets[f"{arm} {strategy}"]
+        detail = next(line for line in verdict["details"] if line.startswith(SOFTMAX.shape))
+        assert detail.endswith(": met" if met else ": not met"), detail
+        others = [p.shape for p in d.SOFTMAX if p != SOFTMAX]
+        assert verdict["status"] == ("not met" if not met else f"not yet measured at {', '.join(others)}")
+    assert not targets[f"{d.WARM_CACHE} evolution"]["met"]  # the fixture's 30 s set-up is over 10 s
+    assert targets[f"{d.COLD} pattern"]["details"][0].endswith(": met")
+    # matmul: the heuristic seed against the best found, from the warm-heuristic runs' seed rows
+    cell = [run for run in raw.values() if run["problem"] == (MATMUL.kernel, MATMUL.shape, MATMUL.dtype)]
+    best = min(_expected(r)["final"] for r in cell)
+    seed_ms = statistics.median(min(r[4] for r in run["rows"] if r[1] == 0 and r[6] == "heuristic")
+                                for run in cell if run["tags"]["arm"] == d.WARM_HEURISTIC)
+    matmul = next(p for p in results["problems"] if p["shape"] == MATMUL.shape)
+    assert matmul["seed_ratio"] == pytest.approx(seed_ms / best)
+    line = next(x for x in targets["matmul cells"]["details"] if x.startswith(MATMUL.label))
+    assert line.endswith(": met" if seed_ms / best <= 1 + d.SEED_NEAR else ": not met")
+
+
+# -- the runner ---------------------------------------------------------------------------------------
+def test_the_plan_skips_recorded_runs_and_reruns_cut_short_ones(heldout_db):
+    plan = runner.Plan(problems=(MATMUL,), arms=(d.HELION_QUICK, d.COLD, d.WARM_HEURISTIC), strategies=("pattern",),
+                       seeds=(1, 2, 3), shipped=None)
+    recorded = recorded_keys(heldout_db, None)
+    jobs = runner.plan_jobs(plan, recorded)
+    assert [(j.arm, j.strategy, j.seed) for j in jobs] == [
+        (d.COLD, "pattern", 2), (d.COLD, "pattern", 3), (d.WARM_HEURISTIC, "pattern", 3)]
+    everything = runner.plan_jobs(runner.replace(plan, again=True), recorded)
+    assert len(everything) == 1 + 2 * 3 and isinstance(everything[0], runner.HelionQuickJob)
+    assert runner.select(runner.Plan(), ["32768x1000"], ["cold"]).problems == (SOFTMAX,)
+    with pytest.raises(UserError, match="not in the experiment"):
+        runner.select(runner.Plan(), ["7x7"])
+    with pytest.raises(UserError, match="warm-lukewarm"):
+        runner.select(runner.Plan(), arms=["warm-lukewarm"])
+
+
+def _fake_run(requests: list) -> Callable[[Any], Any]:
+    """Stands in for `autotune tune`: records a small fake session into the request's database."""
+    def run(request):
+        requests.append(request)
+        task = bind_live(get_kernel(request.kernel), tuple(map(int, request.shape.split("x"))), torch.float16, "cpu")
+        cache = Cache.open(request.db, create=True)
+        options = SessionOptions(seed_from=request.seed_from, fresh=request.fresh, experiment=dict(request.experiment))
+        try:
+            return Session(task, FakeEvaluator(hashed_cost), get_strategy("random")(task.space, seed=request.seed),
+                           SessionSettings("random", request.seed, 2, mode="gpu"), cache, options=options).run()
+        finally:
+            cache.close()
+    return run
+
+
+def test_our_arms_measure_anew_and_warm_cache_records_apart_then_merges_home(tmp_path, monkeypatch):
+    requests: list = []
+    monkeypatch.setattr(runner, "_run", _fake_run(requests))
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    db = tmp_path / "home.db"
+    runner.ArmJob(problem, d.COLD, "pattern", 2, 50, 30.0, None)(db)
+    cold = requests[-1]
+    assert cold.db == db and cold.fresh and cold.seed_from == "default" and cold.seed == 2
+    assert dict(cold.experiment)["arm"] == d.COLD and dict(cold.experiment)["job_started"] <= time.time()
+    runner.ArmJob(problem, d.WARM_CACHE, "pattern", 1, 50, 30.0, None, ("128x1000",))(db)
+    warm = requests[-1]
+    assert warm.db != db and not warm.db.exists() and warm.seed_from == "default,cache"
+    home = Cache.open(db)
+    tags = [s["options"]["experiment"] for s in home.sessions()]
+    home.close()
+    assert [(t["arm"], t.get("cache_from")) for t in tags] == [(d.WARM_CACHE, ["128x1000"]), (d.COLD, None)]
+
+
+def test_a_problem_recorded_in_the_shipped_data_is_refused(tmp_path, triton_task):
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    plan = runner.Plan(problems=(problem,), arms=(d.WARM_CACHE,), shipped=tmp_path / "shipped.db")
+
+    def record(path: Path, task, tags=None) -> None:
+        cache = Cache.open(path, create=True)
+        Session(task, FakeEvaluator(hashed_cost), get_strategy("random")(task.space, seed=0),
+                SessionSettings("random", 0, 2, mode="gpu"), cache, options={"experiment": tags or {}}).run()
+        cache.close()
+
+    other = bind_live(get_kernel("softmax-triton"), (128, 1000), torch.float16, "cpu")
+    record(plan.shipped, other)
+    assert runner.check_held_out(plan) == {problem: ["128x1000"]}  # the nearest other shape seeds it
+    record(plan.shipped, triton_task, {"study": d.STUDY})  # this study's own run, merged into the shipped data
+    with pytest.raises(UserError, match="would seed itself"):
+        runner.check_held_out(plan)
+    record(plan.shipped, triton_task)  # anyone else's session at the shape
+    with pytest.raises(UserError, match="no longer held out"):
+        runner.check_held_out(plan)
+
+
+def test_helion_quick_is_timed_from_its_jobs_start_and_its_pick_retimed(monkeypatch):
+    """Helion's search (a stand-in that writes its CSV log) is timed with its set-up, its log kept
+    as the run's timeline, and its pick handed to our harness as the one config to re-time."""
+    import csv
+
+    import helion
+
+    seen: dict = {}
+
+    def autotune(kernel, inputs):
+        seen["effort"] = kernel.settings.autotune_effort
+        time.sleep(0.05)
+        with open(f"{kernel.settings.autotune_log}.csv", "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["timestamp_s", "config_index", "status", "perf_ms"])
+            writer.writerows([["0.5", 0, "ok", "0.3"], ["0.9", 1, "error", ""], ["1.2", 2, "ok", "0.2"]])
+        return helion.Config(block_sizes=[8], num_warps=4)
+
+    requests: list = []
+    monkeypatch.setattr(runner, "_run", lambda request: requests.append(request) or
+                        type("Outcome", (), {"session_id": 1})())
+    before = time.time()
+    runner.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 2, None, autotune=autotune, device="cpu")(
+        Path("home.db"))
+    (request,) = requests
+    tags = dict(request.experiment)
+    assert seen["effort"] == "quick" and tags["arm"] == d.HELION_QUICK and tags["seed"] == 2
+    assert before - 1e-3 <= tags["job_started"] and tags["helion_job_s"] >= tags["helion_wall_s"] >= 0.05
+    assert tags["helion_timeline"] == [[0.5, 0.3], [0.9, None], [1.2, 0.2]] and tags["helion_configs"] == 3
+    assert request.strategy == "fixed" and request.budget == 1 and request.fresh and request.seed_from == ""
+    (pick,) = request.configs
+    assert json.loads(pick)["num_warps"] == 4 and dict(request.strategy_options)["configs"] == {
+        d.HELION_QUICK: json.loads(pick)}
