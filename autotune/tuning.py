@@ -271,8 +271,11 @@ def _make_strategy(strategy_cls, task: TuningTask, request: TuneRequest, budget:
 
 def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
     from autotune.evaluators.gpu import GPUEvaluator
+    from autotune.evaluators.gpu_process import warm_workers
     from autotune.evaluators.timing import TimingOptions
 
+    if request.workers is None:
+        warm_workers()  # the workers' imports, once, while this process binds the kernel
     task = bind_live(spec, shape, dtype, "cuda", seed=request.seed)
     console.print(f"measuring on {task.identity.device}; space {task.fingerprint} "
                   f"({len(task.space.parameters)} parameters); recording into {request.db}")

@@ -26,14 +26,13 @@ others once timed.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from typing import Any, Callable, Iterator, Sequence
 
 from autotune.evaluators.compile_deadline import CompileDeadline
 from autotune.evaluators.gpu_generation import Generation, result_from_reply
-from autotune.evaluators.gpu_process import SETTING_UP, Worker, WorkerSetupError
+from autotune.evaluators.gpu_process import SETTING_UP, Worker, WorkerSetupError, worker_context
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main
 from autotune.evaluators.timing import Timing, TimingOptions
 from autotune.types import Candidate, Result, Status
@@ -67,7 +66,7 @@ class GPUEvaluator:
         # `kernel`: an autotune.Kernel or its locator; the workers find it by locator.
         kernel = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
         self._baseline_names = list(kernel.baselines)
-        ctx = multiprocessing.get_context("spawn")
+        ctx = worker_context()
         init = WorkerInit(kernel=locator_of(kernel), shape=tuple(shape), dtype=dtype, seed=seed, timing=timing,
                           hooks=hooks_payload(kernel))
         count = compile_workers or default_compile_workers()

@@ -9,6 +9,8 @@ CUDA context and its inputs puts work on the GPU, so it does that only when the 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable
@@ -16,6 +18,41 @@ from typing import Any, Callable
 SETUP_TIMEOUT_S = 300.0
 
 STOPPED, BOOTING, BOOTED, SETTING_UP, READY = "stopped", "booting", "booted", "setting up", "ready"
+
+
+# What every worker imports before it can do anything: loaded once, in the fork server.
+PRELOAD = ("torch", "triton", "helion", "autotune.evaluators.gpu_worker")
+
+
+def worker_context() -> Any:
+    """How workers are started.  Where the platform has it, from a fork server that imported
+    `PRELOAD` once: a new worker is a fork of it and starts in a fraction of a second instead of
+    importing torch, Triton and Helion again (several seconds each, every worker at once
+    contending for the CPU), and later sessions of the same process find the server warm.
+    The server never touches CUDA, so its forks create their own contexts.  Elsewhere, spawn.
+    Each worker takes the starting process's environment as it is when the worker starts
+    (`_run_in_environment`); what the preloaded modules read on import is fixed when the server
+    starts (`warm_workers`)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+def warm_workers() -> None:
+    """Start the fork server now, so that its imports overlap the caller's own set-up."""
+    if worker_context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def _run_in_environment(environment: dict[str, str], target: Callable, *args: Any) -> Any:
+    """A worker's entry point: the parent's environment of now (a fork server's is older), then the target."""
+    os.environ.clear()
+    os.environ.update(environment)
+    return target(*args)
 
 
 class WorkerSetupError(RuntimeError):
@@ -34,7 +71,8 @@ class Worker:
 
     def start(self) -> None:
         parent, child = self._ctx.Pipe()
-        self.process = self._ctx.Process(target=self._target, args=(child, self._init), name=self.name, daemon=True)
+        self.process = self._ctx.Process(target=_run_in_environment, args=(dict(os.environ), self._target, child, self._init),
+                                         name=self.name, daemon=True)
         self.process.start()
         child.close()
         self.conn, self.state, self.since = parent, BOOTING, time.monotonic()
