@@ -6,32 +6,20 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from experiments.figures import pyplot, save
+
 from . import definition as d
 from .analysis import ProblemSummary
 
 COLOURS = {d.HELION_QUICK: "black", d.COLD: "tab:blue", d.WARM_HEURISTIC: "tab:orange", d.WARM_CACHE: "tab:green"}
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; no display needed
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(plt, figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
 
 
 def ratios(summaries: list[ProblemSummary], path: Path) -> Path:
     """Two panels of grouped bars (median over seeds, log scale): our wall time over Helion
     quick's, with the targets' 1/5 and 1/10 marked, and our final time over Helion quick's."""
-    plt = _pyplot()
+    plt = pyplot()
     names = sorted({a.name for s in summaries for a in s.arms if a.arm != d.HELION_QUICK})
     figure, (walls, finals) = plt.subplots(2, 1, figsize=(max(8, 1.3 * len(summaries) + 3), 8))
     width = 0.8 / max(1, len(names))
@@ -58,13 +46,13 @@ def ratios(summaries: list[ProblemSummary], path: Path) -> Path:
         axes.grid(True, axis="y", alpha=0.3)
     walls.set_title("held-out shapes: cost and result against Helion quick (median over seeds)")
     walls.legend(fontsize=7, ncol=3)
-    return _save(plt, figure, path)
+    return save(plt, figure, path)
 
 
 def convergence(summaries: list[ProblemSummary], path: Path) -> Path:
     """One panel per problem: each run's best so far over the best anyone found, against seconds
     from the job's start (set-up counted), with Helion quick's wall time and its fifth and tenth."""
-    plt = _pyplot()
+    plt = pyplot()
     columns = min(3, max(1, len(summaries)))
     rows = math.ceil(len(summaries) / columns)
     figure, grid = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
@@ -93,4 +81,4 @@ def convergence(summaries: list[ProblemSummary], path: Path) -> Path:
         axes.legend(fontsize=6)
     for axes in list(grid.flat)[len(summaries):]:
         axes.set_visible(False)
-    return _save(plt, figure, path)
+    return save(plt, figure, path)

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from experiments.figures import pyplot
+
 from .data import CellResult
 
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; no display needed
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _label(result: CellResult) -> str:
@@ -25,7 +19,7 @@ def speedups(results: list[CellResult], path: Path, against: dict[str, str], tit
     """Horizontal bars per cell of other/seed for each baseline in `against` (attribute ->
     legend name), drawn from 1 (right: the seed is faster); a rescue (when the default is
     among `against`) or an infeasible cell is written where its bar would be."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter
 
     width = 0.8 / max(1, len(against))

@@ -5,24 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.report import gbps
+from experiments.figures import pyplot, save
 
 from .data import ShapeResult
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only; no display needed
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(plt, figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
 
 
 def _methods(results: list[ShapeResult]) -> list[str]:
@@ -36,7 +23,7 @@ def _methods(results: list[ShapeResult]) -> list[str]:
 
 def bandwidth_bars(results: list[ShapeResult], path: Path) -> Path:
     """Grouped bars: achieved GB/s per shape and method (log scale: small shapes are launch-bound)."""
-    plt = _pyplot()
+    plt = pyplot()
     methods = _methods(results)
     width = 0.8 / max(1, len(methods))
     figure, axes = plt.subplots(figsize=(12, 5))
@@ -54,12 +41,12 @@ def bandwidth_bars(results: list[ShapeResult], path: Path) -> Path:
     axes.set_title("softmax: achieved bandwidth per shape and method")
     axes.legend(fontsize=8, ncol=2)
     axes.grid(True, axis="y", alpha=0.3)
-    return _save(plt, figure, path)
+    return save(plt, figure, path)
 
 
 def roofline(results: list[ShapeResult], path: Path) -> Path:
     """Achieved bandwidth against bytes moved, with the measured copy as the ceiling at each size."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(8, 5.5))
     sizes = [r.bytes_moved for r in results]
     copies = [(r.bytes_moved, gbps(r.bytes_moved, r.copy_ms)) for r in results if r.copy_ms]
@@ -77,12 +64,12 @@ def roofline(results: list[ShapeResult], path: Path) -> Path:
     axes.set_title("softmax: bandwidth against problem size (left: launch-bound)")
     axes.legend(fontsize=8)
     axes.grid(True, which="both", alpha=0.3)
-    return _save(plt, figure, path)
+    return save(plt, figure, path)
 
 
 def timelines(results: list[ShapeResult], path: Path) -> Path:
     """Best-so-far time (relative to the final) per generation of each shape's tuned winner."""
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(8, 5))
     for result in results:
         best = result.best_tuned()
@@ -98,4 +85,4 @@ def timelines(results: list[ShapeResult], path: Path) -> Path:
     axes.set_title("how fast each shape's winning session got there")
     axes.legend(fontsize=8)
     axes.grid(True, alpha=0.3)
-    return _save(plt, figure, path)
+    return save(plt, figure, path)
