@@ -7,9 +7,10 @@ flight fit in it.  `softmax-persistent` keeps PER_SM x SMs rows in flight for th
 row is cut into CHUNK-wide pieces, one program each, and a piece stays in registers from its
 load to its store:
 
-1. load the piece once (streamed past L2), take m_i = max and p = exp(x - m_i), l_i = sum p;
-2. publish (m_i, l_i), announce arrival on the row's counter (release) and spin until every
-   piece of the row has arrived (acquire);
+1. load the piece once (marked evict-first or not: tuned), take m_i = max and
+   p = exp(x - m_i), l_i = sum p;
+2. publish (m_i, l_i), announce arrival on the row's counter (release), poll it without
+   fences until every piece of the row has arrived, then acquire once;
 3. combine the row's partials (M = max m_i, L = sum l_i exp(m_i - M)) and store
    p * (exp(m_i - M) / L): one exponential per element, one multiply, no divide.
 
@@ -21,9 +22,8 @@ at once, which `MAX_PIECES` keeps far below any GPU's capacity.
 
 Unlike `softmax-cooperative` (the same exchange), the piece is loaded with 16-byte vectors
 when rows are 16-byte aligned, is never re-read, keeps its exponentials, and the
-statistics are taken in base 2 on pre-scaled values.  Two variants measured slower on an H100
-and were dropped (as were fenced tickets and fenced polling, 3-4% slower at the long rows):
-holding x instead of p (fewer registers, a second exp2 per element) and a
+statistics are taken in base 2 on pre-scaled values.  Variants measured slower on an H100
+and dropped: fenced tickets and fenced polling; holding x instead of p (fewer registers, a second exp2 per element) and a
 cooperative-grid launch whose programs loop over the pieces (no tickets, but the programs move
 in lockstep, so loads and stores no longer overlap).  The Triton interpreter runs programs
 one after the other, so there a row must be one piece; the waiting path runs on a GPU,
