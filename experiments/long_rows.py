@@ -69,12 +69,12 @@ def render(shapes: list[dict[str, Any]]) -> str:
         for s in chosen:
             best, before = s["best"], s["best_without_new"]
             torch_row = next((r for r in s["rows"] if r["method"] == d.TORCH_EAGER), None)
-            verdict = "-" if s["met"] is None else ("met" if s["met"] else "not met")
-            lines.append(
-                f"| {s['shape']} | {s['copy_ms']:.4f} | {best['method'] if best else '-'} | "
-                f"{best['ms']:.4f} | {best['of_copy']:.2f} | " if best else f"| {s['shape']} | {s['copy_ms']:.4f} | - | - | - | ")
-            lines[-1] += (f"{before['method']} {before['ms']:.4f} | {before['of_copy']:.2f} | " if before else "- | - | ")
-            lines[-1] += f"{torch_row['of_copy']:.2f} | {verdict} |" if torch_row else f"- | {verdict} |"
+            cells = [s["shape"], f"{s['copy_ms']:.4f}",
+                     *((best["method"], f"{best['ms']:.4f}", f"{best['of_copy']:.2f}") if best else ("-",) * 3),
+                     *((f"{before['method']} {before['ms']:.4f}", f"{before['of_copy']:.2f}") if before else ("-",) * 2),
+                     f"{torch_row['of_copy']:.2f}" if torch_row else "-",
+                     "-" if s["met"] is None else ("met" if s["met"] else "not met")]
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines += ["## Every method", ""]
     for s in shapes:
