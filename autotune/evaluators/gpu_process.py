@@ -12,8 +12,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 SETUP_TIMEOUT_S = 300.0
 
@@ -29,23 +30,45 @@ def worker_context() -> Any:
     `PRELOAD` once: a new worker is a fork of it and starts in a fraction of a second instead of
     importing torch, Triton and Helion again (several seconds each, every worker at once
     contending for the CPU), and later sessions of the same process find the server warm.
-    The server never touches CUDA, so its forks create their own contexts.  Elsewhere, spawn.
+    The server must never initialise the CUDA driver, or no fork of it could use the GPU:
+    importing Helion imports torch's inductor, which asks `torch.cuda.is_available()`, so the
+    server starts with torch's NVML-based check (`server_environment`).  Elsewhere, spawn.
     Each worker takes the starting process's environment as it is when the worker starts
     (`_run_in_environment`); what the preloaded modules read on import is fixed when the server
-    starts (`warm_workers`)."""
+    starts."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
+    from multiprocessing import forkserver
+
+    with server_environment():
+        forkserver.ensure_running()  # at once, or the first worker's start would, without the check below
     return context
+
+
+# Answer torch.cuda.is_available() from NVML, which leaves the CUDA driver uninitialised.
+SERVER_ENVIRONMENT = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+
+
+@contextmanager
+def server_environment() -> Iterator[None]:
+    """`SERVER_ENVIRONMENT` for the fork server to inherit, this process's own restored after."""
+    before = {name: os.environ.get(name) for name in SERVER_ENVIRONMENT}
+    os.environ.update(SERVER_ENVIRONMENT)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def warm_workers() -> None:
     """Start the fork server now, so that its imports overlap the caller's own set-up."""
-    if worker_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
+    worker_context()
 
 
 def _run_in_environment(environment: dict[str, str], target: Callable, *args: Any) -> Any:
