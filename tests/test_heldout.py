@@ -33,7 +33,7 @@ from autotune.types import Result, Status
 from conftest import REPO, hashed_cost
 from experiments.heldout import definition as d
 from experiments.heldout import runner
-from experiments.heldout.data import foreign_sessions, recorded_keys
+from experiments.heldout.data import foreign_sessions, recorded_keys, without_study
 from search_spaces.space import canonical_json
 
 HELDOUT_DIR = REPO / "experiments" / "heldout"
@@ -365,10 +365,25 @@ def test_a_problem_recorded_in_the_shipped_data_is_refused(tmp_path, triton_task
     assert runner.check_held_out(plan) == {problem: ["128x1000"]}  # the nearest other shape seeds it
     record(plan.shipped, triton_task, {"study": d.STUDY})  # this study's own run, merged into the shipped data
     with pytest.raises(UserError, match="would seed itself"):
-        runner.check_held_out(plan)
+        runner.check_held_out(plan)  # read as it is, the shipped data would seed the shape from itself
+    before = plan.shipped.read_bytes()
+    with without_study(plan.shipped) as seed_data:
+        seeded = runner.replace(plan, seed_data=seed_data)
+        assert runner.check_held_out(seeded) == {problem: ["128x1000"]}  # the study's run is not in the copy
+        copy = Cache.open(seed_data, migrate=False)
+        assert [s["shape"] for s in copy.sessions()] == [(128, 1000)]
+        assert not copy.find_spaces("softmax-triton", (64, 1000), "float16")[0].evaluations
+        copy.close()
+        jobs = runner.plan_jobs(seeded)
+        assert jobs and all(j.arm == d.WARM_CACHE and j.shipped == seed_data for j in jobs)  # seeds read the copy
+        cold = runner.plan_jobs(runner.replace(seeded, arms=(d.COLD,)))
+        assert cold and all(j.shipped == plan.shipped for j in cold)  # the other arms read the shipped data
+    assert plan.shipped.read_bytes() == before and not seed_data.exists()  # only read; the copy is gone
     record(plan.shipped, triton_task)  # anyone else's session at the shape
     with pytest.raises(UserError, match="no longer held out"):
         runner.check_held_out(plan)
+    with without_study(plan.shipped) as seed_data, pytest.raises(UserError, match="no longer held out"):
+        runner.check_held_out(runner.replace(plan, seed_data=seed_data))
 
 
 def test_helion_quick_is_timed_from_its_jobs_start_and_its_pick_retimed(monkeypatch):

@@ -83,8 +83,8 @@ DEFAULT_FP32 = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "COMB
 @triton.jit
 def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
                  stride_ym, stride_yn, n_tiles, part_stride, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr,
-                 EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 GROUP_M: tl.constexpr):
+                 EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     # GROUP_M row tiles walk all N tiles before the next group starts: x's rows and w's
     # columns are reused from L2 by the programs running at the same time.
     pid = tl.program_id(0)
@@ -100,7 +100,14 @@ def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, s
     row_ok = rows < M
     col_ok = cols < N
     x_ptrs = x_ptr + tl.where(row_ok, rows, 0).to(tl.int64)[:, None] * stride_xm + ks[None, :] * stride_xk
-    w_ptrs = w_ptr + ks[:, None] * stride_wk + tl.where(col_ok, cols, 0)[None, :] * stride_wn
+    w_cols = tl.where(col_ok, cols, 0)
+    if W_ROWS_ALIGNED:
+        # The select hides from Triton that w's columns are consecutive, and w's loads then go
+        # one element at a time.  They are consecutive in every 16-byte vector when N is a
+        # multiple of 16: a vector is wholly inside N, or wholly past it, where every lane
+        # reads column 0 on (each vector is addressed by its first lane), always in bounds.
+        w_cols = tl.max_contiguous(tl.multiple_of(w_cols, BLOCK_N), BLOCK_N)
+    w_ptrs = w_ptr + ks[:, None] * stride_wk + w_cols[None, :] * stride_wn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
@@ -192,6 +199,11 @@ def combine_rows(out_ptr, part_ptr, M, N, n_tiles, part_stride, stride_om, strid
         tl.store(out_ptr + rows * stride_om, total, mask=row_ok)
 
 
+def w_rows_aligned(w: torch.Tensor) -> bool:
+    """w's rows are contiguous and N a multiple of 16, so w's column loads may be vectorised."""
+    return w.stride(1) == 1 and w.shape[1] % 16 == 0
+
+
 def combine_warps(rows: int, block_n: int) -> int:
     """Pass 2's warps: about 16 values of a [rows, block_n] tile per thread, 1 to 8 warps."""
     return max(1, min(8, rows * block_n // (32 * 16)))
@@ -214,8 +226,8 @@ def launch(native: dict, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | N
     code = CODES[epilogue]
     tile_product[(triton.cdiv(m, block_m) * n_tiles,)](
         x, w, y, parts, m, n, k, x.stride(0), x.stride(1), w.stride(0), w.stride(1), *y_strides, n_tiles, m * n_tiles,
-        EPILOGUE=code, WRITE_Y=keeps, EVEN_K=k % block_k == 0, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        GROUP_M=int(meta["GROUP_M"]), **options)
+        EPILOGUE=code, WRITE_Y=keeps, EVEN_K=k % block_k == 0, W_ROWS_ALIGNED=w_rows_aligned(w), BLOCK_M=block_m,
+        BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=int(meta["GROUP_M"]), **options)
     rows = int(meta["COMBINE_ROWS"])
     out_strides = (out.stride(0), out.stride(1) if keeps else 0)
     combine_rows[(triton.cdiv(m, rows),)](
@@ -284,5 +296,5 @@ for _epilogue, (_resident, _torch_epilogue, _keeps) in EPILOGUES.items():
         baselines={"torch": _baseline, "torch.compile": _compiled_baseline(f"matmul-{_epilogue}", _baseline)},
         bytes_moved=_bytes_moved(_keeps),
         flops=_flops(5),
-        sources=(tile_product, combine_rows, launch, combine_warps, triton_space, _launcher),
+        sources=(tile_product, combine_rows, launch, w_rows_aligned, combine_warps, triton_space, _launcher),
     ))

@@ -9,9 +9,11 @@ and the evaluator started), so every figure counts the set-up.
 from __future__ import annotations
 
 import math
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from autotune.cache import Cache, EvaluationRow
 from autotune.databases import open_for_reading
@@ -89,6 +91,34 @@ def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
         problem = Problem(session["kernel"], "x".join(map(str, session["shape"])), session["dtype"])
         found[run_key(problem, tags.get("arm", "?"), tags.get("strategy", "?"), tags.get("seed", 0))] = session
     return found
+
+
+def study_session_ids(cache: Cache) -> list[int]:
+    """Every session the study recorded, finished or not."""
+    return [s["id"] for s in cache.sessions(limit=1_000_000)
+            if experiment_tags(s["options"]).get("study") == d.STUDY]
+
+
+@contextmanager
+def without_study(shipped: Path | None) -> Iterator[Path | None]:
+    """The shipped data as the warm-cache arm's seeds may read it: a scratch copy without the
+    study's sessions (once merged into the shipped data, a held-out shape's results would seed
+    the nearest other held-out shape, and the order of the runs would change what they start
+    from).  None when there is no shipped data."""
+    from autotune.cache_copy import copy_without_sessions
+
+    if shipped is None or not shipped.exists():
+        yield None
+        return
+    cache = Cache.open(shipped, migrate=False)  # read only
+    try:
+        ids = study_session_ids(cache)
+    finally:
+        cache.close()
+    with tempfile.TemporaryDirectory(prefix="heldout-seeds-") as folder:
+        copy = Path(folder) / shipped.name
+        copy_without_sessions(shipped, copy, ids)
+        yield copy
 
 
 def recorded_keys(db: Path, shipped: Path | None) -> set[Key]:

@@ -42,6 +42,9 @@ class Plan:
     budget: int = d.BUDGET
     shipped: Path | None = Path("cache.db")
     again: bool = False
+    # What the warm-cache arm's seeds read: the shipped data without this study's sessions
+    # (data.without_study); the shipped data itself where not set.
+    seed_data: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,8 @@ def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[P
             jobs += [HelionQuickJob(problem, seed, plan.shipped) for seed in plan.helion_seeds]
         for arm in (a for a in d.OUR_ARMS if a in plan.arms):
             shapes = tuple((cache_from or {}).get(problem, ())) if arm == d.WARM_CACHE else ()
-            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, plan.seconds, plan.shipped, shapes)
+            shipped = (plan.seed_data or plan.shipped) if arm == d.WARM_CACHE else plan.shipped
+            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, plan.seconds, shipped, shapes)
                      for strategy in plan.strategies for seed in plan.seeds]
     return [job for job in jobs if plan.again or job.key not in recorded]
 
@@ -210,7 +214,8 @@ def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
         return {}
     from autotune.cache import Cache
 
-    shipped = Cache.open(plan.shipped, migrate=False)  # read only: never migrated here
+    # the data the warm-cache seeds read (the study's own sessions are in neither check)
+    shipped = Cache.open(plan.seed_data or plan.shipped, migrate=False)  # read only: never migrated here
     try:
         foreign = foreign_sessions(shipped, plan.problems)
         if foreign:
@@ -248,22 +253,32 @@ def select(plan: Plan, shapes: Sequence[str] = (), arms: Sequence[str] = ()) -> 
 def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
     from autotune.tuning import gpu_available
 
-    from .data import recorded_keys
+    from .data import without_study
 
     if not gpu_available():
         raise UserError("the held-out experiment measures on a GPU and this machine has none; "
                         f"`python -m experiments.heldout.report --db {options.db}` regenerates the report")
+    with without_study(plan.shipped) as seed_data:
+        jobs = pending_jobs(replace(plan, seed_data=seed_data), options.db, console)
+        import helion  # noqa: F401 - imported once here, so no job's time counts the imports
+        import torch  # noqa: F401
+
+        import autotune.tuning  # noqa: F401
+        execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
+
+
+def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
+    """The plan's jobs not yet recorded in `db` or the shipped data, after checking that its
+    problems are still held out."""
+    from .data import recorded_keys
+
     sources = check_held_out(plan)
-    recorded = set() if plan.again else recorded_keys(options.db, plan.shipped)
+    recorded = set() if plan.again else recorded_keys(db, plan.shipped)
     jobs = plan_jobs(plan, recorded, sources)
     skipped = len(plan_jobs(replace(plan, again=True), set(), sources)) - len(jobs)
     if skipped:
-        console.print(f"{skipped} run(s) already recorded in {options.db} (--again repeats them)")
-    import helion  # noqa: F401 - imported once here, so no job's time counts the imports
-    import torch  # noqa: F401
-
-    import autotune.tuning  # noqa: F401
-    execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
+        console.print(f"{skipped} run(s) already recorded in {db} or {plan.shipped} (--again repeats them)")
+    return jobs
 
 
 def run(options: ExperimentOptions, console: Any) -> None:
@@ -300,11 +315,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                                 shipped=shipped, again=args.again)
     console = Console(width=150)
     if args.dry_run:
-        from .data import recorded_keys
+        from .data import without_study
 
-        recorded = set() if args.again else recorded_keys(args.db, shipped)
-        for job in plan_jobs(plan, recorded, check_held_out(plan)):
-            console.print(job.describe())
+        with without_study(shipped) as seed_data:
+            for job in pending_jobs(replace(plan, seed_data=seed_data), args.db, console):
+                console.print(job.describe())
         return
     execute(plan, options, console)
 
