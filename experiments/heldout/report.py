@@ -76,7 +76,10 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "answer came from: the search, a seed (heuristic, cache) or the default. Each cell is the median "
            "[range] over the runs (seeds); 'never' is a run that did not get there. Our arms measure every config "
            "anew (nothing reused); the warm-cache arm's seeds are the best recorded configs of the nearest other "
-           "shape in the shipped data.", "",
+           "shape in the shipped data without this study's own sessions. The runner process imports torch, Triton "
+           "and Helion once before its first job, which no job counts (Helion quick's included); it now also starts "
+           "the workers' fork server there, where before it fell to its first job (a set-up several times the "
+           "others').", "",
            "## Targets", "", "| subject | target | status |", "|---|---|---|"]
     out += [f"| {v.subject} | {v.target} | **{v.status}** |" for v in judged]
     out.append("")

@@ -264,7 +264,22 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
         import torch  # noqa: F401
 
         import autotune.tuning  # noqa: F401
+        if any(isinstance(job, ArmJob) for job in jobs):
+            warm_up(console)
         execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
+
+
+def warm_up(console: Any) -> None:
+    """Start the workers' fork server and fork one worker from it before the first job.  Like
+    the imports, a cost of the runner process once, not of whichever job happens to run first
+    (later jobs of a process find the server warm, as later sessions of a user's process do)."""
+    from autotune.evaluators.gpu_process import worker_context
+
+    started = time.time()
+    worker = worker_context().Process(target=time.sleep, args=(0,))
+    worker.start()
+    worker.join()
+    console.print(f"workers' fork server ready in {time.time() - started:.1f} s, before the first job (no job counts it)")
 
 
 def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
