@@ -7,12 +7,14 @@ For every cell (the seed study's 30 plus larger-N ones) one `autotune.tune` sess
 N-tiled Triton kernel (`matmul-tiled-<epilogue>`), seeded with the formulation rule's tiled
 seed (`heuristics.matmul_formulation`) and the space's default; and, where no finished GPU
 session of the resident Helion kernel (`matmul-<epilogue>`) is recorded in --db or the shipped
-cache.db, one of it too, seeded by the default and the resident rule.  A cell whose session is
-already recorded is skipped, so a run cut short is continued by running it again.
+cache.db, one of it too, seeded by the default and the resident rule.  A cell whose session of
+the kernel's current source is already recorded is skipped, so a run cut short is continued by
+running it again (and a kernel whose source changed is measured again).
 
 The report reads recorded sessions only (never the run's memory): per cell, the best time of
-each formulation over its GPU sessions, torch.compile's time from the tiled session's baseline
-rows, the rule's pick and whether the pick is within 5% of the better formulation.  It writes
+each formulation over its GPU sessions of the kernel's current source (sessions of an earlier
+source apart, as the older-source time), torch.compile's time from the sessions' baseline rows,
+the rule's pick and whether the pick is within 5% of the better formulation.  It writes
 experiments/reports/matmul_formulations.json and .md.
 """
 
@@ -23,6 +25,7 @@ import json
 import math
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -30,6 +33,7 @@ REPORTS = Path(__file__).parent / "reports"
 NAME = "matmul_formulations"
 NEAR = 0.05  # the pick is "within 5%" of the best when pick_ms <= (1 + NEAR) * best_ms
 FORMULATIONS = ("resident", "tiled")
+Session = dict[str, Any]  # a row of `Cache.sessions`
 
 
 @dataclass(frozen=True)
@@ -89,11 +93,33 @@ def cell_sessions(cache: Any, cell: Cell, formulation: str) -> list[dict[str, An
                    and s["shape"] == cell.dims and s["dtype"] == cell.dtype), key=lambda s: s["id"])
 
 
+@lru_cache(maxsize=None)
+def current_source(kernel: str) -> str:
+    """The registered kernel's source hash now: a session's time counts only if it measured this."""
+    from autotune.kernels import get_kernel
+    from search_spaces.fingerprint import source_hash
+
+    return source_hash(get_kernel(kernel).source_text())
+
+
+def by_source(cache: Any, sessions: list[Session], source: str) -> tuple[list[Session], list[Session]]:
+    """The sessions whose space measured `source`, and the others (an earlier source, or no space
+    recorded): a changed kernel's old times must not pass for the current kernel's."""
+    current: list[Session] = []
+    older: list[Session] = []
+    for session in sessions:
+        space = cache.get_space(session["space_fingerprint"])
+        (current if space is not None and space.source_hash == source else older).append(session)
+    return current, older
+
+
 def is_recorded(cache: Any, cell: Cell, formulation: str) -> bool:
-    """A finished GPU session of the cell in that formulation exists (what a continued run skips)."""
+    """A finished GPU session of the cell in that formulation, of the kernel's current source, exists
+    (what a continued run skips)."""
     from autotune.fixed_list import is_finished
 
-    return any(is_finished(s) and s["evaluations"] > 0 for s in cell_sessions(cache, cell, formulation))
+    sessions, _ = by_source(cache, cell_sessions(cache, cell, formulation), current_source(cell.kernel(formulation)))
+    return any(is_finished(s) and s["evaluations"] > 0 for s in sessions)
 
 
 def best_of(cache: Any, sessions: list[dict[str, Any]]) -> tuple[float | None, dict[str, Any] | None]:
@@ -166,10 +192,14 @@ def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
                            "why": pick.why}
     sessions = {f: cell_sessions(cache, cell, f) for f in FORMULATIONS}
     for formulation in FORMULATIONS:
-        ms, config = best_of(cache, sessions[formulation])
+        current, older = by_source(cache, sessions[formulation], current_source(cell.kernel(formulation)))
+        ms, config = best_of(cache, current)
         row[f"{formulation}_ms"], row[f"{formulation}_config"] = ms, config
-        row[f"{formulation}_sessions"] = [s["id"] for s in sessions[formulation]]
-    # torch.compile as the tiled sessions timed it (the resident ones' where there are none)
+        row[f"{formulation}_sessions"] = [s["id"] for s in current]
+        row[f"{formulation}_older_ms"] = best_of(cache, older)[0]
+        row[f"{formulation}_older_sessions"] = [s["id"] for s in older]
+    # torch.compile as the tiled sessions timed it (the resident ones' where there are none), of any
+    # source: the baselines do not run our kernel
     everyone = sessions["resident"] + sessions["tiled"]
     row["compile_ms"] = baseline_ms(cache, everyone, "torch.compile")
     row["torch_ms"] = baseline_ms(cache, everyone, "torch")
@@ -215,6 +245,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "cells": len(rows),
         "with_tiled": sum(r["tiled_ms"] is not None for r in rows),
+        "tiled_older_cells": sum(r["tiled_older_ms"] is not None for r in rows),
         "with_resident": sum(r["resident_ms"] is not None for r in rows),
         "with_both": len(judged),
         "pick_within_5pct": sum(bool(r["pick_within_5pct"]) for r in judged),
@@ -237,25 +268,28 @@ def markdown(data: dict[str, Any]) -> str:
         "# Matmul + epilogue: resident (Helion) vs N-tiled (Triton) formulations",
         "",
         f"Generated by `python -m experiments.matmul_formulations --report-only --db {data['db']}` from the "
-        "recorded sessions (the shipped cache.db read beside it). Times are the best accurate median (ms) over every "
-        "GPU session of the formulation's kernel at the cell; torch.compile is the session's own baseline row; "
+        "recorded sessions (the shipped cache.db read beside it). Times are the best accurate median (ms) over the "
+        "GPU sessions of the formulation's kernel at the cell; torch.compile is the session's own baseline row; "
         "speed-ups are torch.compile's time over ours (above 1: ours is faster). The pick is "
-        "`heuristics.matmul_formulation`'s; 'within 5%' needs both formulations recorded.",
+        "`heuristics.matmul_formulation`'s; 'within 5%' needs both formulations recorded. Times are from "
+        "sessions of the kernels' current source; the older-source column shows sessions measured with an earlier "
+        "source of the tiled kernel, not counted in the comparison.",
         "",
-        f"Cells: {s['cells']}; with a tiled session {s['with_tiled']}, a resident one {s['with_resident']}, "
-        f"both {s['with_both']}. The pick is within {int(NEAR * 100)}% of the better formulation in "
+        f"Cells: {s['cells']}; with a tiled session of the current source {s['with_tiled']}, a resident one "
+        f"{s['with_resident']}, both {s['with_both']}; with a tiled session of an older source "
+        f"{s['tiled_older_cells']}. The pick is within {int(NEAR * 100)}% of the better formulation in "
         f"{s['pick_within_5pct']} of {s['with_both']}. The tiled kernel beats torch.compile in "
         f"{s['tiled_beats_compile']} of {s['with_tiled']} cells (geometric mean "
         f"{_x(s['tiled_geomean_speedup_vs_compile'])}).",
         "",
-        "| cell | from | pick | resident ms | tiled ms | torch.compile ms | best vs compile | tiled vs compile "
-        "| pick within 5% |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| cell | from | pick | resident ms | tiled ms | tiled ms (older source) | torch.compile ms | best vs compile "
+        "| tiled vs compile | pick within 5% |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in data["cells"]:
         within = {True: "yes", False: "**no**", None: "-"}[r["pick_within_5pct"]]
         lines.append(f"| {r['cell']} | {r['source']} | {r['pick']} | {_ms(r['resident_ms'])} | {_ms(r['tiled_ms'])} "
-                     f"| {_ms(r['compile_ms'])} | {_x(r['speedup_vs_compile'])} | "
+                     f"| {_ms(r['tiled_older_ms'])} | {_ms(r['compile_ms'])} | {_x(r['speedup_vs_compile'])} | "
                      f"{_x(r['tiled_speedup_vs_compile'])} | {within} |")
     lines += ["", "## Why the rule picked what it did", ""]
     lines += [f"* {r['cell']}: {r['why']}" for r in data["cells"]]

@@ -146,13 +146,36 @@ def test_session_options_round_trip_and_keep_what_they_do_not_type():
 
 # -- one store, one device module ---------------------------------------------------------------------
 STORE = {"autotune/cache.py", "autotune/cache_schema.py", "autotune/cache_merge.py", "autotune/cache_layers.py",
-         "autotune/cache_rows.py", "autotune/cache_guard.py"}
+         "autotune/cache_rows.py", "autotune/cache_guard.py", "autotune/cache_copy.py"}
 DEVICE = {"autotune/device.py"}
 
 
 def _python_files() -> list[Path]:
     return [p for folder in ("autotune", "experiments", "heuristics", "search_spaces")
             for p in (REPO / folder).rglob("*.py")]
+
+
+def test_a_copy_without_sessions_drops_their_rows_and_leaves_the_source_as_it_was(tmp_path, triton_task):
+    from autotune.cache_copy import copy_without_sessions
+
+    source = tmp_path / "source.db"
+    kept = record_session(triton_task, source, strategy="random", budget=4)
+    dropped = record_session(triton_task, source, strategy="random", budget=3, seed=1)
+    before = source.read_bytes()
+    assert copy_without_sessions(source, tmp_path / "copy.db", [dropped]) == 1
+    assert source.read_bytes() == before
+    copy, original = Cache.open(tmp_path / "copy.db"), Cache.open(source)
+    try:
+        assert [s["id"] for s in copy.sessions()] == [kept]
+        assert copy.session_evaluations(kept) == original.session_evaluations(kept)
+        assert copy.baselines(session_id=kept) == original.baselines(session_id=kept)
+        assert copy.session_evaluations(dropped) == [] and original.session_evaluations(dropped)
+        assert copy.baselines(session_id=dropped) == {} and original.baselines(session_id=dropped)
+    finally:
+        copy.close()
+        original.close()
+    with pytest.raises(FileExistsError):
+        copy_without_sessions(source, tmp_path / "copy.db", [kept])
 
 
 def test_no_sql_outside_the_store():
