@@ -148,7 +148,7 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
     """The cell's missing sessions, each one `autotune.tune` call; returns what was run or skipped."""
     from autotune.databases import open_for_writing
     from heuristics.device import current_device
-    from heuristics.matmul_formulation import tiled_seed
+    from heuristics.matmul_formulation import tiled_seed, writes_rows
 
     import autotune
 
@@ -165,7 +165,8 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
             outcome[formulation] = "recorded"
             continue
         m, k, n = cell.dims
-        seeded = ({"configs": [tiled_seed(m, k, n, cell.dtype, current_device())], "seed_from": "default"}
+        seeded = ({"configs": [tiled_seed(m, k, n, cell.dtype, current_device(),
+                                            writes_rows=writes_rows(cell.epilogue))], "seed_from": "default"}
                   if formulation == "tiled" else {"configs": [], "seed_from": "default,heuristic"})
         say(f"{cell.name}: tuning the {formulation} formulation ({cell.kernel(formulation)}) for {args.seconds} s")
         try:

@@ -6,7 +6,8 @@ Two formulations compute `epilogue(x @ w)` (x [M, K], w [K, N]):
   accumulator, so the epilogue reduces whole rows in registers and y never leaves the chip;
 * tiled (`matmul-tiled-<epilogue>`, Triton, `autotune.kernels.matmul_tiled`): a GEMM tiled over
   N writes y and per-tile row statistics, and a row pass combines them (y written and read
-  once more, but GEMM-sized tiles at any N).
+  once more, but GEMM-sized tiles at any N); in one launch per row block where the rows in
+  flight fit in L2 (`row_block_fits`), so that the re-read comes from L2.
 
 The rule: resident only where its accumulator fits comfortably: [COMFORT_M_BLOCK, N_pad]
 fp32 within COMFORT_ACC_BYTES, which is N_pad <= 512 whatever the dtype, and only when the
@@ -47,6 +48,11 @@ TILED_MIN_BLOCK_M = 32
 # Tiled seed, pass 2: the most rows per program that still give at least this many programs
 # per SM (so a small M still spreads its rows over the device).  Assumption.
 COMBINE_PROGRAMS_PER_SM = 2
+# Tiled seed: both passes in one launch (ROW_BLOCK) only where the row blocks of every program
+# in flight fit in this share of L2, so that the combining step re-reads them from L2 rather
+# than HBM (the rest of L2 is left to w, which every row-block program reads whole), and the
+# row blocks alone give every SM a program.  Assumption.
+ROW_BLOCK_L2_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -81,13 +87,17 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
                            f"resident: N={n} (N_pad {n_pad}): the accumulator [{COMFORT_M_BLOCK}, {n_pad}] = "
                            f"{accumulator} B fits the {COMFORT_ACC_BYTES} B comfort budget; resident seed {block}, "
                            f"{seed['num_warps']} warps, {seed['num_stages']} stages")
-    config = tiled_seed(m, k, n, dtype, device)
+    rows_out = writes_rows(epilogue)
+    config = tiled_seed(m, k, n, dtype, device, writes_rows=rows_out)
     tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}"
+    form = row_block_fits(m, n, config, itemsize_of(dtype), device, writes_rows=rows_out)[1]
     return Formulation(TILED_FORMULATION, f"matmul-tiled-{epilogue}", config,
-                       f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages")
+                       f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages, "
+                       f"{form}")
 
 
-def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits) -> dict[str, Any]:
+def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writes_rows: bool = True
+               ) -> dict[str, Any]:
     """A point of the tiled space: its dtype's default tile, BLOCK_N no wider than N needs,
     BLOCK_M halved for occupancy, and pass 2's rows sized to the row count."""
     import torch
@@ -104,7 +114,37 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits) -> dict
     point["COMBINE_ROWS"] = min(max(rows, default=1), point["COMBINE_ROWS"])
     while space.violations(point) and point["COMBINE_ROWS"] > 1:  # the partials' register cap
         point["COMBINE_ROWS"] //= 2
+    point["ROW_BLOCK"] = int(row_block_fits(m, n, point, itemsize_of(dtype), device, writes_rows=writes_rows)[0])
     return space.ordered(point) if not space.violations(point) else dict(space.default)
+
+
+def writes_rows(epilogue: str) -> bool:
+    """Whether the epilogue's output is [M, N] rows (rescaled after the statistics), not [M]."""
+    from autotune.kernels.matmul_epilogue import EPILOGUES
+
+    return EPILOGUES[epilogue][2]
+
+
+def row_block_fits(m: int, n: int, point: dict[str, Any], itemsize: int, device: DeviceLimits, *,
+                   writes_rows: bool = True) -> tuple[bool, str]:
+    """Whether one launch per row block suits `point`'s tiles, and why: at least one row block
+    per SM and, for the epilogues that write [M, N] rows (re-read to be rescaled), the rows in
+    flight (programs resident at once, by the shared memory their staged operands take, times
+    BLOCK_M x N) within ROW_BLOCK_L2_SHARE of L2."""
+    blocks = -(-m // point["BLOCK_M"])
+    staged = (point["BLOCK_M"] + point["BLOCK_N"]) * point["BLOCK_K"] * itemsize * point["num_stages"]
+    in_flight = min(blocks, device.sm_count * max(1, device.smem_per_block // staged))
+    held = in_flight * point["BLOCK_M"] * n * itemsize
+    budget = int(ROW_BLOCK_L2_SHARE * device.l2_bytes)
+    if blocks < device.sm_count:
+        return False, f"two launches: {blocks} row blocks of {point['BLOCK_M']} would leave SMs idle"
+    if not writes_rows:
+        return True, f"one launch per row block: {blocks} row blocks fill the SMs and no row is re-read"
+    if held > budget:
+        return False, (f"two launches: the row blocks in flight ({in_flight} x {point['BLOCK_M']} rows x N) hold "
+                       f"{held / 1e6:.0f} MB, over {budget / 1e6:.0f} MB of L2")
+    return True, (f"one launch per row block: the row blocks in flight ({in_flight} x {point['BLOCK_M']} rows x N) "
+                  f"hold {held / 1e6:.0f} MB, within {budget / 1e6:.0f} MB of L2")
 
 
 def resident_seed(epilogue: str, m: int, k: int, n: int, dtype: str,

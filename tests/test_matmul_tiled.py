@@ -8,6 +8,7 @@ kernel.  bf16 differs from fp16 only in the dtype of the stored tile and output.
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -43,9 +44,14 @@ for epilogue in EPILOGUES:
         for shape, config in (((37, 45, 70), SMALL), ((64, 32, 200), EVEN)):
             x, w = spec.make_inputs(shape, dtype, "cpu", 0)
             run(f"{epilogue}/{str(dtype)[6:]}/{shape[0]}x{shape[1]}x{shape[2]}", spec, config, x, w, dtype)
-    # a sliced x (row stride 60, not K) and a transposed w (column-major)
+        # one launch per row block: three row blocks (the last partial), COMBINE_ROWS over BLOCK_M
+        x, w = spec.make_inputs((37, 45, 70), dtype, "cpu", 5)
+        run(f"{epilogue}/{str(dtype)[6:]}/row-block", spec, {**SMALL, "ROW_BLOCK": 1, "COMBINE_ROWS": 32}, x, w, dtype)
+    # a sliced x (row stride 60, not K) and a transposed w (column-major), in both forms
     x, w = spec.make_inputs((37, 60, 70), torch.float16, "cpu", 1)
-    run(f"{epilogue}/float16/strided", spec, SMALL, x[:, 5:50], w.t().contiguous().t()[5:50], torch.float16)
+    for form in (0, 1):
+        run(f"{epilogue}/float16/strided{form}", spec, {**SMALL, "ROW_BLOCK": form}, x[:, 5:50],
+            w.t().contiguous().t()[5:50], torch.float16)
     # the declared default (128x128x64 tiles) on a problem smaller than one tile
     x, w = spec.make_inputs((37, 45, 70), torch.float16, "cpu", 2)
     default = spec.triton_space((37, 45, 70), torch.float16).default
@@ -70,7 +76,8 @@ def interpreted():
 
 
 def test_every_epilogue_matches_the_fp64_reference_and_writes_every_element(interpreted):
-    assert len(interpreted) == len(EPILOGUES) * 6 + 3
+    assert len(interpreted) == len(EPILOGUES) * 9 + 3
+    assert sum("row-block" in name for name in interpreted) == len(EPILOGUES) * 2
     for name, run in interpreted.items():
         assert not run["nan"], name  # every output element written (out started as NaN), none NaN
         assert run["rel"] <= run["tol"], (name, run)
@@ -205,6 +212,29 @@ def test_tiled_seed_is_a_valid_point_at_every_cell_of_the_experiment():
         assert not _space(cell.dtype, cell.dims).violations(seed), cell.name
     small = tiled_seed(1024, 1024, 1024, "bfloat16", H100)  # 8 x 8 tiles of 128 on 132 SMs: halved
     assert small["BLOCK_M"] < 128
+
+
+def test_the_seed_runs_one_launch_per_row_block_only_where_the_facts_allow_it():
+    from dataclasses import replace
+
+    from heuristics.device import H100
+    from heuristics.matmul_formulation import pick_formulation, tiled_seed
+
+    # [M] epilogues re-read no row: one launch wherever the row blocks fill the SMs
+    many = pick_formulation("logsumexp", 32768, 1024, 8192, "float16", H100)
+    assert many.config["ROW_BLOCK"] == 1 and "no row is re-read" in many.why
+    few = pick_formulation("sum", 8192, 4096, 1024, "float32", H100)  # 128 row blocks of 64 on 132 SMs
+    assert few.config["ROW_BLOCK"] == 0 and "idle" in few.why
+    # [M, N] epilogues: the rows in flight must fit the L2 share, for they are re-read
+    wide = pick_formulation("rmsnorm", 32768, 1024, 1536, "bfloat16", H100)
+    assert wide.config["ROW_BLOCK"] == 0 and "over" in wide.why and "MB of L2" in wide.why
+    roomy = replace(H100, l2_bytes=4 * 1024 ** 3)
+    assert tiled_seed(32768, 1024, 1536, "bfloat16", roomy)["ROW_BLOCK"] == 1
+    assert tiled_seed(32768, 1024, 1536, "bfloat16", roomy, writes_rows=True) == tiled_seed(
+        32768, 1024, 1536, "bfloat16", roomy)
+    for pick, dtype, shape in ((many, "float16", (32768, 1024, 8192)), (few, "float32", (8192, 4096, 1024)),
+                               (wide, "bfloat16", (32768, 1024, 1536))):
+        assert not _space(dtype, shape).violations(pick.config)
 
 
 # -- the experiment: runner and report on a fake recording ------------------------------------------
@@ -342,6 +372,39 @@ def test_pass_one_compiles_for_sm90_on_tensor_cores_within_shared_memory(epilogu
     assert one_stage * d["num_stages"] <= compiled.metadata.shared <= H100_SMEM_PER_BLOCK_BYTES
     ptx = compiled.asm["ptx"]
     assert "cp.async" in ptx and "ld.global" not in ptx
+
+
+@pytest.mark.parametrize("epilogue", ["softmax", "logsumexp"])
+def test_the_row_block_form_compiles_for_sm90_on_tensor_cores_with_asynchronous_operand_loads(epilogue):
+    """One launch per row block keeps pass 1's GEMM (wgmma, operands copied asynchronously and
+    pipelined, within the device's shared memory) and adds the combining step after a barrier."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from autotune.kernels.matmul_tiled import CODES, DEFAULT_16BIT, EPILOGUES, row_block
+    from heuristics.device import H100_SMEM_PER_BLOCK_BYTES
+
+    keeps = EPILOGUES[epilogue][2]
+    names = ("M", "N", "K", "stride_xm", "stride_xk", "stride_wk", "stride_wn", "stride_om", "stride_on", "n_tiles",
+             "part_stride")
+    signature = {"x_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16" if keeps else "*fp32", "part_ptr": "*fp32",
+                 **{name: "i32" for name in names}}
+    d = DEFAULT_16BIT
+    constexprs = {"stride_xk": 1, "stride_wn": 1, "stride_on": 1 if keeps else 0, "EPILOGUE": CODES[epilogue],
+                  "WRITE_Y": keeps, "EVEN_K": True, "W_ROWS_ALIGNED": True, "BLOCK_M": d["BLOCK_M"],
+                  "BLOCK_N": d["BLOCK_N"], "BLOCK_K": d["BLOCK_K"], "ROWS": d["COMBINE_ROWS"], "TILES": 16}
+    signature.update({name: "constexpr" for name in constexprs})
+    aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature)
+               if name.endswith("_ptr") or name in ("M", "N", "K", "stride_xm", "stride_wk", "stride_om")}
+    compiled = triton.compile(ASTSource(fn=row_block, signature=signature, attrs=aligned, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": d["num_warps"], "num_stages": d["num_stages"]})
+    ptx = compiled.asm["ptx"]
+    assert "wgmma" in ptx and "cp.async" in ptx and "bar.sync" in ptx
+    staged = (d["BLOCK_M"] + d["BLOCK_N"]) * d["BLOCK_K"] * 2 * d["num_stages"]
+    assert staged <= compiled.metadata.shared <= H100_SMEM_PER_BLOCK_BYTES
+    assert not [load for load in re.findall(r"ld\.global[.\w]*", ptx) if load.endswith(".b16") or ".u16" in load]
 
 
 def test_w_columns_are_declared_consecutive_only_where_every_vector_is_inside_or_past_n():

@@ -13,6 +13,13 @@ in two launches:
             epilogues, rescales out in place, one pass-1 tile at a time.  For the [M]
             epilogues (logsumexp, sum, max) it only combines: y is never written or read.
 
+With ROW_BLOCK=1 both passes run in one launch: a program owns BLOCK_M rows, computes all
+their N tiles one after another, then combines and rescales them.  Pass 2 then re-reads tiles
+the same program has just written, from L2 as long as the rows in flight (programs x BLOCK_M
+x N) fit it, so out crosses HBM once instead of three times; the price is that every program
+reads all of w (from L2) and the grid has only cdiv(M, BLOCK_M) programs.  Which form wins
+depends on the shape, so it is a parameter of the space like the tiles.
+
 What pass 1 stores, so that rounding to the output dtype costs no more than one rounding of
 the final value (bf16 3e-2, fp16 5e-3, fp32 1e-4 are the tolerances against fp64):
 
@@ -72,28 +79,20 @@ BLOCKS_N = (16, 32, 64, 128, 256)
 BLOCKS_K = (16, 32, 64, 128)
 GROUPS_M = (1, 4, 8, 16)
 COMBINE_ROWS = (1, 2, 4, 8, 16, 32)
+ROW_BLOCKS = (0, 1)  # 0: a launch per pass; 1: one program per row block does both (row_block)
 # Untuned starting points for an H100: the usual Hopper GEMM tile for 16-bit operands (tensor
 # cores); IEEE fp32 products run on CUDA cores, where smaller tiles and fewer stages suffice.
-DEFAULT_16BIT = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "COMBINE_ROWS": 8,
+DEFAULT_16BIT = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "COMBINE_ROWS": 8, "ROW_BLOCK": 0,
                  "num_warps": 8, "num_stages": 3}
-DEFAULT_FP32 = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "COMBINE_ROWS": 8,
+DEFAULT_FP32 = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "COMBINE_ROWS": 8, "ROW_BLOCK": 0,
                 "num_warps": 4, "num_stages": 2}
 
 
 @triton.jit
-def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
-                 stride_ym, stride_yn, n_tiles, part_stride, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr,
-                 EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    # GROUP_M row tiles walk all N tiles before the next group starts: x's rows and w's
-    # columns are reused from L2 by the programs running at the same time.
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    per_group = GROUP_M * n_tiles
-    first_m = (pid // per_group) * GROUP_M
-    group_rows = tl.minimum(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % group_rows
-    pid_n = (pid % per_group) // group_rows
+def _gemm_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
+               EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr):
+    """One [BLOCK_M, BLOCK_N] tile of x @ w in fp32, with its rows and columns."""
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
@@ -120,7 +119,13 @@ def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, s
         acc = tl.dot(a, b, acc, input_precision="ieee")
         x_ptrs += BLOCK_K * stride_xk
         w_ptrs += BLOCK_K * stride_wk
-    # epilogue: this tile's statistics per row, and the tile pass 2 rescales
+    return acc, rows, cols, row_ok, col_ok
+
+
+@triton.jit
+def _tile_statistics(acc, rows, cols, row_ok, col_ok, pid_n, y_ptr, part_ptr, N, n_tiles, part_stride, stride_ym,
+                     stride_yn, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The tile's statistics per row into the partials, and the tile the combining step rescales."""
     part = part_ptr + rows * n_tiles + pid_n
     inside = col_ok[None, :]
     if EPILOGUE == LAYERNORM:
@@ -147,11 +152,10 @@ def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, s
 
 
 @triton.jit
-def combine_rows(out_ptr, part_ptr, M, N, n_tiles, part_stride, stride_om, stride_on,
-                 EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
-                 TILES: tl.constexpr):
-    # Rows past M read row 0's partials (no NaN from empty rows) and store nothing.
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+def _combine(out_ptr, part_ptr, rows, M, N, n_tiles, part_stride, stride_om, stride_on, EPILOGUE: tl.constexpr,
+             WRITE_Y: tl.constexpr, BLOCK_N: tl.constexpr, TILES: tl.constexpr):
+    """Combine `rows`' partials; rescale their tiles of out in place, or store the [M] result.
+    Rows past M read row 0's partials (no NaN from empty rows) and store nothing."""
     row_ok = rows < M
     safe = tl.where(row_ok, rows, 0)
     tiles = tl.arange(0, TILES)
@@ -199,6 +203,59 @@ def combine_rows(out_ptr, part_ptr, M, N, n_tiles, part_stride, stride_om, strid
         tl.store(out_ptr + rows * stride_om, total, mask=row_ok)
 
 
+@triton.jit
+def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
+                 stride_ym, stride_yn, n_tiles, part_stride, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr,
+                 EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # GROUP_M row tiles walk all N tiles before the next group starts: x's rows and w's
+    # columns are reused from L2 by the programs running at the same time.
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    per_group = GROUP_M * n_tiles
+    first_m = (pid // per_group) * GROUP_M
+    group_rows = tl.minimum(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % group_rows
+    pid_n = (pid % per_group) // group_rows
+    acc, rows, cols, row_ok, col_ok = _gemm_tile(
+        x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
+        EVEN_K, W_ROWS_ALIGNED, BLOCK_M, BLOCK_N, BLOCK_K)
+    _tile_statistics(acc, rows, cols, row_ok, col_ok, pid_n, y_ptr, part_ptr, N, n_tiles, part_stride, stride_ym,
+                     stride_yn, EPILOGUE, WRITE_Y, BLOCK_N)
+
+
+@triton.jit
+def combine_rows(out_ptr, part_ptr, M, N, n_tiles, part_stride, stride_om, stride_on,
+                 EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+                 TILES: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    _combine(out_ptr, part_ptr, rows, M, N, n_tiles, part_stride, stride_om, stride_on, EPILOGUE, WRITE_Y, BLOCK_N,
+             TILES)
+
+
+@triton.jit
+def row_block(x_ptr, w_ptr, out_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
+              stride_om, stride_on, n_tiles, part_stride, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr,
+              EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_K: tl.constexpr, ROWS: tl.constexpr, TILES: tl.constexpr):
+    # One program owns BLOCK_M rows: it computes all their N tiles (w, K x N, is read from L2 by
+    # every program), then combines and rescales them itself.  The re-read is of tiles this
+    # program has just written, from L2 while the rows in flight fit it: each byte of out
+    # crosses HBM once, and there is no second launch.
+    pid_m = tl.program_id(0)
+    for pid_n in range(0, n_tiles):
+        acc, rows, cols, row_ok, col_ok = _gemm_tile(
+            x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
+            EVEN_K, W_ROWS_ALIGNED, BLOCK_M, BLOCK_N, BLOCK_K)
+        _tile_statistics(acc, rows, cols, row_ok, col_ok, pid_n, out_ptr, part_ptr, N, n_tiles, part_stride,
+                         stride_om, stride_on, EPILOGUE, WRITE_Y, BLOCK_N)
+    tl.debug_barrier()  # the program's own stores, made by other threads, are visible to all of it
+    for first in range(0, BLOCK_M, ROWS):
+        rows = pid_m * BLOCK_M + first + tl.arange(0, ROWS)
+        _combine(out_ptr, part_ptr, rows, M, N, n_tiles, part_stride, stride_om, stride_on, EPILOGUE, WRITE_Y,
+                 BLOCK_N, TILES)
+
+
 def w_rows_aligned(w: torch.Tensor) -> bool:
     """w's rows are contiguous and N a multiple of 16, so w's column loads may be vectorised."""
     return w.stride(1) == 1 and w.shape[1] % 16 == 0
@@ -211,8 +268,8 @@ def combine_warps(rows: int, block_n: int) -> int:
 
 def launch(native: dict, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | None = None, *,
            epilogue: str = "rmsnorm") -> torch.Tensor:
-    """Both launches for `epilogue(x @ w)`; `out` ([M, N] in x's dtype, or [M] fp32) may be passed
-    so callers can poison it."""
+    """`epilogue(x @ w)` in the config's form (two launches, or one with ROW_BLOCK); `out` ([M, N]
+    in x's dtype, or [M] fp32) may be passed so callers can poison it."""
     meta, options = split_launch_config(native)
     m, k = x.shape
     n = w.shape[1]
@@ -222,17 +279,21 @@ def launch(native: dict, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | N
     block_m, block_n, block_k = int(meta["BLOCK_M"]), int(meta["BLOCK_N"]), int(meta["BLOCK_K"])
     n_tiles = triton.cdiv(n, block_n)
     parts = torch.empty((STATS[epilogue], m, n_tiles), dtype=torch.float32, device=x.device)
-    y, y_strides = (out, (out.stride(0), out.stride(1))) if keeps else (parts, (0, 0))
-    code = CODES[epilogue]
-    tile_product[(triton.cdiv(m, block_m) * n_tiles,)](
-        x, w, y, parts, m, n, k, x.stride(0), x.stride(1), w.stride(0), w.stride(1), *y_strides, n_tiles, m * n_tiles,
-        EPILOGUE=code, WRITE_Y=keeps, EVEN_K=k % block_k == 0, W_ROWS_ALIGNED=w_rows_aligned(w), BLOCK_M=block_m,
-        BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=int(meta["GROUP_M"]), **options)
-    rows = int(meta["COMBINE_ROWS"])
+    strides = (x.stride(0), x.stride(1), w.stride(0), w.stride(1))
     out_strides = (out.stride(0), out.stride(1) if keeps else 0)
+    shared = dict(EPILOGUE=CODES[epilogue], WRITE_Y=keeps, EVEN_K=k % block_k == 0, W_ROWS_ALIGNED=w_rows_aligned(w),
+                  BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+    rows, tiles = int(meta["COMBINE_ROWS"]), triton.next_power_of_2(n_tiles)
+    if int(meta.get("ROW_BLOCK", 0)):
+        row_block[(triton.cdiv(m, block_m),)](x, w, out, parts, m, n, k, *strides, *out_strides, n_tiles, m * n_tiles,
+                                             ROWS=min(rows, block_m), TILES=tiles, **shared, **options)
+        return out
+    y, y_strides = (out, out_strides) if keeps else (parts, (0, 0))
+    tile_product[(triton.cdiv(m, block_m) * n_tiles,)](x, w, y, parts, m, n, k, *strides, *y_strides, n_tiles,
+                                                       m * n_tiles, GROUP_M=int(meta["GROUP_M"]), **shared, **options)
     combine_rows[(triton.cdiv(m, rows),)](
-        out, parts, m, n, n_tiles, m * n_tiles, *out_strides, EPILOGUE=code, WRITE_Y=keeps, ROWS=rows,
-        BLOCK_N=block_n, TILES=triton.next_power_of_2(n_tiles), num_warps=combine_warps(rows, block_n), num_stages=1)
+        out, parts, m, n, n_tiles, m * n_tiles, *out_strides, EPILOGUE=CODES[epilogue], WRITE_Y=keeps, ROWS=rows,
+        BLOCK_N=block_n, TILES=tiles, num_warps=combine_warps(rows, block_n), num_stages=1)
     return out
 
 
@@ -247,7 +308,7 @@ def triton_space(shape: Shape, dtype: Any, kernel: str = "matmul-tiled") -> Sear
     return declare_triton_space(
         kernel,
         meta={"BLOCK_M": BLOCKS_M, "BLOCK_N": BLOCKS_N, "BLOCK_K": BLOCKS_K, "GROUP_M": GROUPS_M,
-              "COMBINE_ROWS": COMBINE_ROWS},
+              "COMBINE_ROWS": COMBINE_ROWS, "ROW_BLOCK": ROW_BLOCKS},
         num_warps=[2, 4, 8],
         num_stages=[1, 2, 3, 4, 5],
         default=DEFAULT_FP32 if itemsize == 4 else DEFAULT_16BIT,
@@ -296,5 +357,6 @@ for _epilogue, (_resident, _torch_epilogue, _keeps) in EPILOGUES.items():
         baselines={"torch": _baseline, "torch.compile": _compiled_baseline(f"matmul-{_epilogue}", _baseline)},
         bytes_moved=_bytes_moved(_keeps),
         flops=_flops(5),
-        sources=(tile_product, combine_rows, launch, w_rows_aligned, combine_warps, triton_space, _launcher),
+        sources=(_gemm_tile, _tile_statistics, _combine, tile_product, combine_rows, row_block, launch, w_rows_aligned,
+                 combine_warps, triton_space, _launcher),
     ))
