@@ -100,11 +100,13 @@ def bench_target(conn, init) -> None:
         message = conn.recv()
         if message is None:
             return
-        kind, key, payload = message
+        kind, key, payload, *following = message
         start = time.monotonic()
         if kind == "config":
             _sleep(payload, "bench_s")
             _log("bench", key, start)
+            if following and following[0]:  # the config the parent says comes next (the real worker builds it)
+                _log("next", f"{key}>{following[0][0]}", start)
         if kind == "config" and payload.get("behaviour") == "nan":
             conn.send({"key": key, "status": "wrong_result", "error": "relative error inf over tolerance 0.005"})
         elif kind == "config":

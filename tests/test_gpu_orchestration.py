@@ -124,6 +124,34 @@ def test_no_benchmark_is_in_flight_while_a_smoke_run_or_a_set_up_is(tmp_path, mo
     assert overlapping(intervals["bench"], intervals["run"] + intervals["setup"]) == []
     # ... while compiling did overlap timing: this is no longer two phases one after the other
     assert overlapping(intervals["bench"], intervals["compile"])
+    # each config request named the config timed next, when the parent knew it (the worker builds it ahead)
+    order = [key for key, _, _ in sorted(intervals["bench"], key=lambda item: item[1])]
+    named = dict(key.split(">") for key, _, _ in intervals.get("next", []))
+    assert len(named) >= CONFIGS // 4
+    assert all(order.index(after) == order.index(before) + 1 for before, after in named.items())
+
+
+def test_a_runner_built_ahead_is_used_once_for_its_own_config_and_a_failed_build_fails_then():
+    from autotune.evaluators.gpu_worker import NextRunner, _BuildError
+
+    built = []
+
+    def build(native):
+        built.append(native["name"])
+        if native.get("broken"):
+            raise _BuildError("CompilationError: bad tile")
+        return lambda inputs: native["name"]
+
+    ahead = NextRunner(build)
+    ahead.prepare("a", {"name": "a"})
+    assert ahead.take("a", {"name": "a"})(()) == "a" and built == ["a"]  # not built twice
+    assert ahead.take("a", {"name": "a"})(()) == "a" and built == ["a", "a"]  # used once: built anew
+    ahead.prepare("b", {"name": "b"})
+    assert ahead.take("c", {"name": "c"})(()) == "c" and built == ["a", "a", "b", "c"]  # another config came
+    ahead.prepare("d", {"name": "d", "broken": True})
+    with pytest.raises(_BuildError, match="bad tile"):
+        ahead.take("d", {"name": "d", "broken": True})
+    assert built.count("d") == 1
 
 
 def test_a_slow_compile_does_not_hold_back_the_others():

@@ -12,7 +12,9 @@ benchmark request is.  When the GPU is free, every config waiting to run is gran
 may run together), else the next config that ran is timed.  A compile worker's set-up,
 which creates its CUDA context and its inputs, is granted like a smoke run.  So a timing
 never shares the GPU with another Triton kernel of ours: compiling shares only the CPU with
-it, and one core is left for the benchmark worker.  (Compiling still runs a launch
+it, and one core is left for the benchmark worker.  A benchmark request names the config to
+be timed after it, which the benchmark worker builds while the GPU works through the current
+timing's queued calls (gpu_worker.NextRunner).  (Compiling still runs a launch
 function's own torch operations; two of them zero a few counters, a fill of microseconds:
 see autotune/kernels/compile_only.py.)
 

@@ -120,8 +120,10 @@ class Generation:
         if self.bench.state != READY:
             return  # booting: its conn is watched
         candidate, compile_s = self.to_bench.popleft()
+        # the config timed after this one, if known: the worker builds it while the GPU times this one
+        upcoming = (self.to_bench[0][0].key, dict(self.to_bench[0][0].native)) if self.to_bench else None
         try:
-            self.bench.conn.send(("config", candidate.key, dict(candidate.native)))
+            self.bench.conn.send(("config", candidate.key, dict(candidate.native), upcoming))
         except OSError:  # it died while idle: replace it, the config waits
             self.bench.restart()
             self.to_bench.appendleft((candidate, compile_s))

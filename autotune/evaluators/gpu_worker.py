@@ -217,9 +217,39 @@ def _smoke_run(conn: Connection, state: _State, key: str, native: dict[str, Any]
         os._exit(3)
 
 
+class NextRunner:
+    """One config's runner, built ahead while the GPU works through the timing before it.
+
+    Building a Helion config (code generation and import) is CPU work of about a tenth of a
+    second; done between two timings it kept the GPU idle.  A config request may name the
+    config the parent will send next; its runner is built once the current timing's calls are
+    queued (`time_gpu(while_queued=...)`).  A build that failed fails when its config is asked
+    for, exactly as it would have then.  A request's bench_s includes the next config's build
+    where that outlasts the GPU's queue."""
+
+    def __init__(self, build: Callable[[Any], Callable[[tuple], Any]]) -> None:
+        self._build = build
+        self._slot: tuple[str, Any] | None = None  # (key, runner or the _BuildError it raised)
+
+    def prepare(self, key: str, native: Any) -> None:
+        try:
+            self._slot = (key, self._build(native))
+        except _BuildError as error:
+            self._slot = (key, error)
+
+    def take(self, key: str, native: Any) -> Callable[[tuple], Any]:
+        """The runner of `key`: the one built ahead when it is that config's, else built now."""
+        slot, self._slot = self._slot, None
+        if slot is None or slot[0] != key:
+            return self._build(native)
+        if isinstance(slot[1], _BuildError):
+            raise slot[1]
+        return slot[1]
+
+
 def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
-    """Requests: ("config", key, native), ("baseline", name, name), ("copy", key, None),
-    ("rebench", key, [(key, native), ...]).  One reply (a dict) per request."""
+    """Requests: ("config", key, native[, (next key, next native)]), ("baseline", name, name),
+    ("copy", key, None), ("rebench", key, [(key, native), ...]).  One reply (a dict) per request."""
     state = _setup(conn, init, then=prepare_reference)
     if state is None:
         return
@@ -230,11 +260,13 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
     tolerance = timing.tolerance_for(state.dtype)
     options = init.timing or timing.TimingOptions()
     fastest_ms: float | None = None  # of the configs timed here: clearly slower ones stop at the estimate
+    ahead = NextRunner(lambda native: _runner_for(state, "config", native))
     while True:
         message = conn.recv()
         if message is None:
             return
-        kind, key, payload = message
+        kind, key, payload, *following = message
+        upcoming = following[0] if following else None
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
             if kind == "copy":  # the bandwidth reference: a device-to-device copy of the input
@@ -243,10 +275,11 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
             elif kind == "rebench":
                 reply = {"status": Status.OK.value, "samples": _rebench(state, timing, payload, options)}
             else:
-                runner = _runner_for(state, kind, payload)
+                runner = ahead.take(key, payload) if kind == "config" else _runner_for(state, kind, payload)
                 built = time.perf_counter()
+                prepare = (lambda: ahead.prepare(*upcoming)) if upcoming else None
                 reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options,
-                                 fastest_ms if kind == "config" else None)
+                                 fastest_ms if kind == "config" else None, while_queued=prepare)
                 if kind == "config" and reply.get("method") != timing.ESTIMATE and "median_ms" in reply:
                     fastest_ms = min(reply["median_ms"], fastest_ms or math.inf)
                 if PROFILE_BENCH:
@@ -301,7 +334,8 @@ def _ok(samples: tuple[float, ...], median: float) -> dict[str, Any]:
 
 
 def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference: Any, tolerance: float,
-             options: Any, fastest_ms: float | None = None) -> dict[str, Any]:
+             options: Any, fastest_ms: float | None = None,
+             while_queued: Callable[[], None] | None = None) -> dict[str, Any]:
     from autotune.evaluators.poison import run_checked
 
     out, check = run_checked(lambda: runner(inputs), torch.cuda.synchronize)
@@ -311,6 +345,6 @@ def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference
         return {"status": Status.WRONG_RESULT.value, "rel_error": error if error != float("inf") else None,
                 "error": f"relative error {error:.3g} over tolerance {tolerance:g}; output {check.text}",
                 "checked": check.text}
-    result = timing.time_gpu(lambda: runner(inputs), options, fastest_ms)
+    result = timing.time_gpu(lambda: runner(inputs), options, fastest_ms, while_queued)
     return {**_ok(result.samples_ms, result.median_ms), "rel_error": error, "method": result.method,
             "checked": check.text}

@@ -113,9 +113,13 @@ def repetitions(estimate_ms: float, fastest_ms: float | None, options: TimingOpt
 
 
 def time_gpu(fn: Callable[[], object], options: TimingOptions = TimingOptions(),
-             fastest_ms: float | None = None) -> Timing:
+             fastest_ms: float | None = None, while_queued: Callable[[], None] | None = None) -> Timing:
     """Median-of-many timing with a cold L2 before every call; `fastest_ms` (the fastest
-    median timed so far, if any) lets a clearly slower config stop after the estimate."""
+    median timed so far, if any) lets a clearly slower config stop after the estimate.
+
+    `while_queued`, CPU work of the caller's (building the next config), runs once while the
+    GPU works through the timed calls: after the last of them is queued, so no timed interval
+    (an event pair around one call, queued back to back) can include a wait for it."""
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
     for _ in range(options.warmup):
         fn()
@@ -124,13 +128,16 @@ def time_gpu(fn: Callable[[], object], options: TimingOptions = TimingOptions(),
     estimate_ms = statistics.median(estimate)
     reps = repetitions(estimate_ms, fastest_ms, options)
     if reps == 0:
+        if while_queued is not None:
+            while_queued()
         return Timing(tuple(estimate), ESTIMATE)
     if estimate_ms < options.graph_below_ms:
-        return Timing(tuple(_graph_samples(fn, flush, reps)), "graph")
-    return Timing(tuple(_event_samples(fn, flush, reps)), "events")
+        return Timing(tuple(_graph_samples(fn, flush, reps, while_queued)), "graph")
+    return Timing(tuple(_event_samples(fn, flush, reps, while_queued)), "events")
 
 
-def _event_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int) -> list[float]:
+def _event_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int,
+                   while_queued: Callable[[], None] | None = None) -> list[float]:
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for start, end in zip(starts, ends):
@@ -138,11 +145,14 @@ def _event_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int) -> 
         start.record()
         fn()
         end.record()
+    if while_queued is not None:
+        while_queued()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
-def _graph_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int) -> list[float]:
+def _graph_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int,
+                   while_queued: Callable[[], None] | None = None) -> list[float]:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -160,5 +170,7 @@ def _graph_samples(fn: Callable[[], object], flush: torch.Tensor, reps: int) -> 
         start.record()
         graph.replay()
         end.record()
+    if while_queued is not None:
+        while_queued()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
