@@ -131,6 +131,21 @@ def test_no_benchmark_is_in_flight_while_a_smoke_run_or_a_set_up_is(tmp_path, mo
     assert all(order.index(after) == order.index(before) + 1 for before, after in named.items())
 
 
+def test_building_ahead_can_be_turned_off_for_comparisons(tmp_path, monkeypatch):
+    from autotune.evaluators import gpu_generation
+
+    log = tmp_path / "gpu.log"
+    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+    monkeypatch.setattr(gpu_generation, "BUILD_AHEAD", False)
+    gpu = fake_evaluator(2)
+    try:
+        assert all(r.ok for r in gpu.evaluate([candidate(f"o{i}", compile_s=0.02, bench_s=0.05) for i in range(8)]))
+    finally:
+        gpu.close()
+    intervals = read_log(log)
+    assert len(intervals["bench"]) == 8 and "next" not in intervals
+
+
 def test_a_runner_built_ahead_is_used_once_for_its_own_config_and_a_failed_build_fails_then():
     from autotune.evaluators.gpu_worker import NextRunner, _BuildError
 

@@ -10,6 +10,7 @@ since a killed process would hold it forever.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ from autotune.types import Candidate, Result, Status
 COMPILE, WAITING, RUN = "compile", "waiting", "run"  # a compile job's stages
 POLL_S = 1.0  # longest sleep between looks at booting workers
 BENCH_DRAIN_S = 2.0  # an abandoned benchmark's reply is awaited this long before its worker is replaced
+# AUTOTUNE_BUILD_AHEAD=0: the benchmark worker builds each config only when asked to time it
+# (the behaviour before building ahead, for measuring what building ahead gains).
+BUILD_AHEAD = os.environ.get("AUTOTUNE_BUILD_AHEAD", "1") != "0"
 
 
 @dataclass
@@ -121,7 +125,8 @@ class Generation:
             return  # booting: its conn is watched
         candidate, compile_s = self.to_bench.popleft()
         # the config timed after this one, if known: the worker builds it while the GPU times this one
-        upcoming = (self.to_bench[0][0].key, dict(self.to_bench[0][0].native)) if self.to_bench else None
+        upcoming = (self.to_bench[0][0].key, dict(self.to_bench[0][0].native)) if self.to_bench and BUILD_AHEAD \
+            else None
         try:
             self.bench.conn.send(("config", candidate.key, dict(candidate.native), upcoming))
         except OSError:  # it died while idle: replace it, the config waits

@@ -102,9 +102,10 @@ def _gemm_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn
     w_cols = tl.where(col_ok, cols, 0)
     if W_ROWS_ALIGNED:
         # The select hides from Triton that w's columns are consecutive, and w's loads then go
-        # one element at a time.  They are consecutive in every 16-byte vector when N is a
-        # multiple of 16: a vector is wholly inside N, or wholly past it, where every lane
-        # reads column 0 on (each vector is addressed by its first lane), always in bounds.
+        # one element at a time.  When N is a multiple of 16, every 16-byte vector of columns
+        # lies wholly inside N, or wholly past it; a vector is addressed by its first lane,
+        # which past N the select made column 0, so such a vector reads columns 0 onwards: in
+        # bounds, and never counted or stored.
         w_cols = tl.max_contiguous(tl.multiple_of(w_cols, BLOCK_N), BLOCK_N)
     w_ptrs = w_ptr + ks[:, None] * stride_wk + w_cols[None, :] * stride_wn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
