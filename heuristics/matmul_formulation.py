@@ -7,7 +7,8 @@ Two formulations compute `epilogue(x @ w)` (x [M, K], w [K, N]):
 * tiled (`matmul-tiled-<epilogue>`, Triton, `autotune.kernels.matmul_tiled`): a GEMM tiled over
   N writes y and per-tile row statistics, and a row pass combines them (y written and read
   once more, but GEMM-sized tiles at any N); in one launch per row block where the rows in
-  flight fit in L2 (`row_block_fits`), so that the re-read comes from L2.
+  flight fit in L2 (`row_block_fits`), so that the re-read comes from L2; its operand tiles
+  fetched by the TMA unit where the rows are 16-byte multiples.
 
 The rule: resident only where its accumulator fits comfortably: [COMFORT_M_BLOCK, N_pad]
 fp32 within COMFORT_ACC_BYTES, which is N_pad <= 512 whatever the dtype, and only when the
@@ -91,9 +92,10 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
     config = tiled_seed(m, k, n, dtype, device, writes_rows=rows_out)
     tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}"
     form = row_block_fits(m, n, config, itemsize_of(dtype), device, writes_rows=rows_out)[1]
+    loads = "tiles by TMA" if config.get("TMA") else "tiles by pointer loads (rows not 16-byte multiples)"
     return Formulation(TILED_FORMULATION, f"matmul-tiled-{epilogue}", config,
                        f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages, "
-                       f"{form}")
+                       f"{loads}, {form}")
 
 
 def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writes_rows: bool = True
@@ -115,6 +117,8 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writ
     while space.violations(point) and point["COMBINE_ROWS"] > 1:  # the partials' register cap
         point["COMBINE_ROWS"] //= 2
     point["ROW_BLOCK"] = int(row_block_fits(m, n, point, itemsize_of(dtype), device, writes_rows=writes_rows)[0])
+    if "TMA" in space.names:  # offered where the rows allow tensor descriptors: Hopper's way to fetch tiles
+        point["TMA"] = 1
     return space.ordered(point) if not space.violations(point) else dict(space.default)
 
 

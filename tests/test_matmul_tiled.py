@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
 from autotune.evaluators.timing import relative_error, tolerance_for
 from autotune.kernels import get_kernel
+from autotune.kernels.matmul_tiled import tma_ready
 
 SMALL = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4, "COMBINE_ROWS": 4, "num_warps": 4, "num_stages": 1}
 EVEN = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "COMBINE_ROWS": 1, "num_warps": 4, "num_stages": 1}
@@ -47,11 +49,18 @@ for epilogue in EPILOGUES:
         # one launch per row block: three row blocks (the last partial), COMBINE_ROWS over BLOCK_M
         x, w = spec.make_inputs((37, 45, 70), dtype, "cpu", 5)
         run(f"{epilogue}/{str(dtype)[6:]}/row-block", spec, {**SMALL, "ROW_BLOCK": 1, "COMBINE_ROWS": 32}, x, w, dtype)
-    # a sliced x (row stride 60, not K) and a transposed w (column-major), in both forms
+        # tiles through tensor descriptors (rows of 16-byte multiples): M, N and K each end mid-tile
+        x, w = spec.make_inputs((37, 40, 88), dtype, "cpu", 6)
+        assert tma_ready(x, w)
+        for form in (0, 1):
+            run(f"{epilogue}/{str(dtype)[6:]}/tma{form}", spec, {**SMALL, "TMA": 1, "ROW_BLOCK": form}, x, w, dtype)
+    # a sliced x (row stride 60, not K) and a transposed w (column-major), in both forms; with
+    # TMA asked for, the descriptors cannot describe them and pointer loads serve
     x, w = spec.make_inputs((37, 60, 70), torch.float16, "cpu", 1)
+    x, w = x[:, 5:50], w.t().contiguous().t()[5:50]
+    assert not tma_ready(x, w)
     for form in (0, 1):
-        run(f"{epilogue}/float16/strided{form}", spec, {**SMALL, "ROW_BLOCK": form}, x[:, 5:50],
-            w.t().contiguous().t()[5:50], torch.float16)
+        run(f"{epilogue}/float16/strided{form}", spec, {**SMALL, "ROW_BLOCK": form, "TMA": form}, x, w, torch.float16)
     # the declared default (128x128x64 tiles) on a problem smaller than one tile
     x, w = spec.make_inputs((37, 45, 70), torch.float16, "cpu", 2)
     default = spec.triton_space((37, 45, 70), torch.float16).default
@@ -76,8 +85,9 @@ def interpreted():
 
 
 def test_every_epilogue_matches_the_fp64_reference_and_writes_every_element(interpreted):
-    assert len(interpreted) == len(EPILOGUES) * 9 + 3
+    assert len(interpreted) == len(EPILOGUES) * 13 + 3
     assert sum("row-block" in name for name in interpreted) == len(EPILOGUES) * 2
+    assert sum("/tma" in name for name in interpreted) == len(EPILOGUES) * 4
     for name, run in interpreted.items():
         assert not run["nan"], name  # every output element written (out started as NaN), none NaN
         assert run["rel"] <= run["tol"], (name, run)
@@ -157,7 +167,8 @@ def test_launch_sizes_both_grids_and_passes_strides(monkeypatch):
     (_, grid1, args1, kw1), (_, grid2, args2, kw2) = launched
     assert out.shape == (300, 200) and out.dtype == torch.float32
     assert grid1 == (5 * 4,) and grid2 == (19,)  # ceil(300/64) * ceil(200/64); ceil(300/16)
-    assert args1[7:11] == (96, 1, 1, 96)  # x and w strides
+    assert args1[2:4] == (None, None)  # no tensor descriptors: the config has no TMA (and w is column-major)
+    assert args1[9:13] == (96, 1, 1, 96)  # x and w strides
     assert kw1["EVEN_K"] and kw1["WRITE_Y"] and kw1["num_warps"] == 4 and kw1["num_stages"] == 2
     assert kw2["TILES"] == 4 and kw2["BLOCK_N"] == 64 and kw2["ROWS"] == 16
     launched.clear()
@@ -214,7 +225,7 @@ def test_tiled_seed_is_a_valid_point_at_every_cell_of_the_experiment():
     assert small["BLOCK_M"] < 128
 
 
-def test_the_seed_runs_one_launch_per_row_block_only_where_the_facts_allow_it():
+def test_the_seed_takes_the_row_block_form_and_tma_only_where_the_facts_allow_them():
     from dataclasses import replace
 
     from heuristics.device import H100
@@ -228,6 +239,9 @@ def test_the_seed_runs_one_launch_per_row_block_only_where_the_facts_allow_it():
     # [M, N] epilogues: the rows in flight must fit the L2 share, for they are re-read
     wide = pick_formulation("rmsnorm", 32768, 1024, 1536, "bfloat16", H100)
     assert wide.config["ROW_BLOCK"] == 0 and "over" in wide.why and "MB of L2" in wide.why
+    assert wide.config["TMA"] == 1 and "tiles by TMA" in wide.why  # rows of 2048 and 3072 B
+    odd = pick_formulation("rmsnorm", 4096, 1024, 1004, "bfloat16", H100)  # rows of 2008 B: no descriptor
+    assert odd.formulation == "tiled" and "TMA" not in odd.config and "pointer loads" in odd.why
     roomy = replace(H100, l2_bytes=4 * 1024 ** 3)
     assert tiled_seed(32768, 1024, 1536, "bfloat16", roomy)["ROW_BLOCK"] == 1
     assert tiled_seed(32768, 1024, 1536, "bfloat16", roomy, writes_rows=True) == tiled_seed(
@@ -336,75 +350,63 @@ def test_cells_filter_and_a_report_without_sessions(tmp_path):
     assert (tmp_path / "out" / "matmul_formulations.md").exists()
 
 
-@pytest.mark.parametrize("epilogue, element", [("softmax", "*bf16"), ("layernorm", "*fp16"), ("logsumexp", "*bf16")])
-def test_pass_one_compiles_for_sm90_on_tensor_cores_within_shared_memory(epilogue, element):
-    """The default 16-bit tile lowers for an H100 (sm_90, compiled on the CPU) to wgmma, its
-    operand loads pipelined (every stage of both operands in shared memory, within the device's
-    limit) and all of them asynchronous copies: no operand element goes through a register load.
-    Without the alignment hint w's columns were loaded one bf16 at a time, and the kernel ran
-    at a quarter of torch.compile's speed."""
+def _compile_sm90(form: str, epilogue: str, element: str, tma: bool) -> Any:
+    """The default 16-bit tile of `form` ('tile_product' or 'row_block') compiled for an H100
+    (sm_90) on the CPU, specialised as a launch at 16-byte-aligned pointers and strides is."""
     triton = pytest.importorskip("triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from autotune.kernels.matmul_tiled import CODES, DEFAULT_16BIT, EPILOGUES, tile_product
+    from autotune.kernels import matmul_tiled as module
+
+    keeps = module.EPILOGUES[epilogue][2]
+    d = module.DEFAULT_16BIT
+    out, out_strides = ("y_ptr", ("stride_ym", "stride_yn")) if form == "tile_product" else \
+        ("out_ptr", ("stride_om", "stride_on"))
+    element_type = element.lstrip("*")
+    descriptors = {"x_desc": f"tensordesc<{element_type}[{d['BLOCK_M']}, {d['BLOCK_K']}]>",
+                   "w_desc": f"tensordesc<{element_type}[{d['BLOCK_K']}, {d['BLOCK_N']}]>"} if tma else {}
+    signature = {"x_ptr": element, "w_ptr": element, **descriptors, out: element if keeps else "*fp32",
+                 "part_ptr": "*fp32", **{name: "i32" for name in ("M", "N", "K", "stride_xm", "stride_xk", "stride_wk",
+                                                                  "stride_wn", *out_strides, "n_tiles", "part_stride")}}
+    constexprs = {"stride_xk": 1, "stride_wn": 1, out_strides[1]: 1 if keeps else 0, "EPILOGUE": module.CODES[epilogue],
+                  "WRITE_Y": keeps, "EVEN_K": True, "W_ROWS_ALIGNED": True, "TMA": tma, "BLOCK_M": d["BLOCK_M"],
+                  "BLOCK_N": d["BLOCK_N"], "BLOCK_K": d["BLOCK_K"],
+                  **({"GROUP_M": d["GROUP_M"]} if form == "tile_product" else {"ROWS": d["COMBINE_ROWS"], "TILES": 16}),
+                  **({} if tma else {"x_desc": None, "w_desc": None})}
+    kernel = getattr(module, form)
+    # in the kernel's parameter order: the divisibility attributes below are by position
+    signature = {name: signature.get(name, "constexpr") for name in kernel.arg_names}
+    aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature)
+               if name.endswith("_ptr") or name in ("M", "N", "K", "stride_xm", "stride_wk", out_strides[0])}
+    source = ASTSource(fn=kernel, signature=signature, attrs=aligned, constexprs=constexprs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": d["num_warps"], "num_stages": d["num_stages"]})
+
+
+@pytest.mark.parametrize("form, epilogue, element", [
+    ("tile_product", "softmax", "*bf16"), ("tile_product", "layernorm", "*fp16"), ("tile_product", "logsumexp", "*bf16"),
+    ("row_block", "softmax", "*bf16"), ("row_block", "logsumexp", "*bf16")])
+@pytest.mark.parametrize("tma", [False, True])
+def test_the_gemm_compiles_for_sm90_on_tensor_cores_with_asynchronous_operand_loads(form, epilogue, element, tma):
+    """Both forms lower for an H100 to wgmma with their operand tiles pipelined (every stage of
+    both in shared memory, within the device's limit) and fetched asynchronously: by cp.async,
+    or with TMA by the tensor-memory accelerator; no operand element goes through a register
+    load.  Without the alignment hint w's columns were loaded one 16-bit element at a time, and
+    the kernel ran at a quarter of torch.compile's speed.  The row-block form adds its
+    combining step after a barrier."""
+    from autotune.kernels.matmul_tiled import DEFAULT_16BIT as d
     from heuristics.device import H100_SMEM_PER_BLOCK_BYTES
 
-    keeps = EPILOGUES[epilogue][2]
-    names = ("M", "N", "K", "stride_xm", "stride_xk", "stride_wk", "stride_wn", "stride_ym", "stride_yn", "n_tiles",
-             "part_stride")
-    signature = {"x_ptr": element, "w_ptr": element, "y_ptr": element if keeps else "*fp32", "part_ptr": "*fp32",
-                 **{name: "i32" for name in names}}
-    d = DEFAULT_16BIT
-    constexprs = {"stride_xk": 1, "stride_wn": 1, "stride_yn": 1, "EPILOGUE": CODES[epilogue], "WRITE_Y": keeps,
-                  "EVEN_K": True, "W_ROWS_ALIGNED": True, "BLOCK_M": d["BLOCK_M"], "BLOCK_N": d["BLOCK_N"], "BLOCK_K": d["BLOCK_K"],
-                  "GROUP_M": d["GROUP_M"]}
-    signature.update({name: "constexpr" for name in constexprs})
-    # what a launch at 16-byte-aligned pointers and strides divisible by 16 specialises
-    aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature)
-               if name.endswith("_ptr") or name in ("M", "N", "K", "stride_xm", "stride_wk", "stride_ym")}
-    source = ASTSource(fn=tile_product, signature=signature, attrs=aligned, constexprs=constexprs)
-    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": d["num_warps"], "num_stages": d["num_stages"]})
-    assert compiled.asm.get("cubin"), "no cubin for sm_90"
-    assert "wgmma" in compiled.asm["ptx"]
-    one_stage = (d["BLOCK_M"] + d["BLOCK_N"]) * d["BLOCK_K"] * 2
-    assert one_stage * d["num_stages"] <= compiled.metadata.shared <= H100_SMEM_PER_BLOCK_BYTES
+    compiled = _compile_sm90(form, epilogue, element, tma)
     ptx = compiled.asm["ptx"]
-    assert "cp.async" in ptx and "ld.global" not in ptx
-
-
-@pytest.mark.parametrize("epilogue", ["softmax", "logsumexp"])
-def test_the_row_block_form_compiles_for_sm90_on_tensor_cores_with_asynchronous_operand_loads(epilogue):
-    """One launch per row block keeps pass 1's GEMM (wgmma, operands copied asynchronously and
-    pipelined, within the device's shared memory) and adds the combining step after a barrier."""
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from autotune.kernels.matmul_tiled import CODES, DEFAULT_16BIT, EPILOGUES, row_block
-    from heuristics.device import H100_SMEM_PER_BLOCK_BYTES
-
-    keeps = EPILOGUES[epilogue][2]
-    names = ("M", "N", "K", "stride_xm", "stride_xk", "stride_wk", "stride_wn", "stride_om", "stride_on", "n_tiles",
-             "part_stride")
-    signature = {"x_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16" if keeps else "*fp32", "part_ptr": "*fp32",
-                 **{name: "i32" for name in names}}
-    d = DEFAULT_16BIT
-    constexprs = {"stride_xk": 1, "stride_wn": 1, "stride_on": 1 if keeps else 0, "EPILOGUE": CODES[epilogue],
-                  "WRITE_Y": keeps, "EVEN_K": True, "W_ROWS_ALIGNED": True, "BLOCK_M": d["BLOCK_M"],
-                  "BLOCK_N": d["BLOCK_N"], "BLOCK_K": d["BLOCK_K"], "ROWS": d["COMBINE_ROWS"], "TILES": 16}
-    signature.update({name: "constexpr" for name in constexprs})
-    aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(signature)
-               if name.endswith("_ptr") or name in ("M", "N", "K", "stride_xm", "stride_wk", "stride_om")}
-    compiled = triton.compile(ASTSource(fn=row_block, signature=signature, attrs=aligned, constexprs=constexprs),
-                              target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": d["num_warps"], "num_stages": d["num_stages"]})
-    ptx = compiled.asm["ptx"]
-    assert "wgmma" in ptx and "cp.async" in ptx and "bar.sync" in ptx
+    assert compiled.asm.get("cubin") and "wgmma" in ptx
     staged = (d["BLOCK_M"] + d["BLOCK_N"]) * d["BLOCK_K"] * 2 * d["num_stages"]
     assert staged <= compiled.metadata.shared <= H100_SMEM_PER_BLOCK_BYTES
-    assert not [load for load in re.findall(r"ld\.global[.\w]*", ptx) if load.endswith(".b16") or ".u16" in load]
+    assert ("cp.async.bulk.tensor" in ptx) == tma and (not tma) == ("cp.async.cg" in ptx or "cp.async.ca" in ptx)
+    assert not [load for load in re.findall(r"ld\.global[.\w]*", ptx) if load.endswith("16")]
+    if form == "row_block":
+        assert "bar.sync" in ptx or "barrier.sync" in ptx
 
 
 def test_w_columns_are_declared_consecutive_only_where_every_vector_is_inside_or_past_n():

@@ -36,7 +36,10 @@ the final value (bf16 3e-2, fp16 5e-3, fp32 1e-4 are the tolerances against fp64
 
 Edges: x rows and w columns past M and N are read as row or column 0 (every load stays in
 bounds, no mask along M or N) and never counted or stored; K is masked only when it is not a
-multiple of BLOCK_K.  Strides are passed, so transposed or sliced inputs work.  Shapes MxKxN.
+multiple of BLOCK_K.  Strides are passed, so transposed or sliced inputs work.  With TMA=1
+(offered where the rows of contiguous inputs are 16-byte multiples) the operand tiles are
+fetched through tensor descriptors, which read zeros past M, N and K; inputs a descriptor
+cannot describe (a sliced x, a column-major w) fall back to pointer loads.  Shapes MxKxN.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any, Callable
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from autotune.kernels.matmul_epilogue import (
     EPILOGUES, _bytes_moved, _compiled_baseline, _eager, _flops, _reference, make_inputs,
@@ -80,6 +84,7 @@ BLOCKS_K = (16, 32, 64, 128)
 GROUPS_M = (1, 4, 8, 16)
 COMBINE_ROWS = (1, 2, 4, 8, 16, 32)
 ROW_BLOCKS = (0, 1)  # 0: a launch per pass; 1: one program per row block does both (row_block)
+TMAS = (0, 1)  # operand tiles: 0, pointer loads (cp.async); 1, tensor descriptors (the TMA unit)
 # Untuned starting points for an H100: the usual Hopper GEMM tile for 16-bit operands (tensor
 # cores); IEEE fp32 products run on CUDA cores, where smaller tiles and fewer stages suffice.
 DEFAULT_16BIT = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "COMBINE_ROWS": 8, "ROW_BLOCK": 0,
@@ -89,15 +94,22 @@ DEFAULT_FP32 = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "COMB
 
 
 @triton.jit
-def _gemm_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
-               EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-               BLOCK_K: tl.constexpr):
+def _gemm_tile(x_ptr, w_ptr, x_desc, w_desc, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
+               EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, TMA: tl.constexpr, BLOCK_M: tl.constexpr,
+               BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """One [BLOCK_M, BLOCK_N] tile of x @ w in fp32, with its rows and columns."""
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ks = tl.arange(0, BLOCK_K)
     row_ok = rows < M
     col_ok = cols < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if TMA:  # the tensor-memory accelerator fetches whole tiles, zero past M, N and K
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = x_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = w_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        return acc, rows, cols, row_ok, col_ok
+    ks = tl.arange(0, BLOCK_K)
     x_ptrs = x_ptr + tl.where(row_ok, rows, 0).to(tl.int64)[:, None] * stride_xm + ks[None, :] * stride_xk
     w_cols = tl.where(col_ok, cols, 0)
     if W_ROWS_ALIGNED:
@@ -108,7 +120,6 @@ def _gemm_tile(x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn
         # bounds, and never counted or stored.
         w_cols = tl.max_contiguous(tl.multiple_of(w_cols, BLOCK_N), BLOCK_N)
     w_ptrs = w_ptr + ks[:, None] * stride_wk + w_cols[None, :] * stride_wn
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         if EVEN_K:
             a = tl.load(x_ptrs)
@@ -205,10 +216,10 @@ def _combine(out_ptr, part_ptr, rows, M, N, n_tiles, part_stride, stride_om, str
 
 
 @triton.jit
-def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
-                 stride_ym, stride_yn, n_tiles, part_stride, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr,
-                 EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+def tile_product(x_ptr, w_ptr, x_desc, w_desc, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk,
+                 stride_wn, stride_ym, stride_yn, n_tiles, part_stride, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr,
+                 EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, TMA: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     # GROUP_M row tiles walk all N tiles before the next group starts: x's rows and w's
     # columns are reused from L2 by the programs running at the same time.
     pid = tl.program_id(0)
@@ -219,8 +230,8 @@ def tile_product(x_ptr, w_ptr, y_ptr, part_ptr, M, N, K, stride_xm, stride_xk, s
     pid_m = first_m + (pid % per_group) % group_rows
     pid_n = (pid % per_group) // group_rows
     acc, rows, cols, row_ok, col_ok = _gemm_tile(
-        x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
-        EVEN_K, W_ROWS_ALIGNED, BLOCK_M, BLOCK_N, BLOCK_K)
+        x_ptr, w_ptr, x_desc, w_desc, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
+        EVEN_K, W_ROWS_ALIGNED, TMA, BLOCK_M, BLOCK_N, BLOCK_K)
     _tile_statistics(acc, rows, cols, row_ok, col_ok, pid_n, y_ptr, part_ptr, N, n_tiles, part_stride, stride_ym,
                      stride_yn, EPILOGUE, WRITE_Y, BLOCK_N)
 
@@ -235,10 +246,10 @@ def combine_rows(out_ptr, part_ptr, M, N, n_tiles, part_stride, stride_om, strid
 
 
 @triton.jit
-def row_block(x_ptr, w_ptr, out_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
+def row_block(x_ptr, w_ptr, x_desc, w_desc, out_ptr, part_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn,
               stride_om, stride_on, n_tiles, part_stride, EPILOGUE: tl.constexpr, WRITE_Y: tl.constexpr,
-              EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_K: tl.constexpr, ROWS: tl.constexpr, TILES: tl.constexpr):
+              EVEN_K: tl.constexpr, W_ROWS_ALIGNED: tl.constexpr, TMA: tl.constexpr, BLOCK_M: tl.constexpr,
+              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ROWS: tl.constexpr, TILES: tl.constexpr):
     # One program owns BLOCK_M rows: it computes all their N tiles (w, K x N, is read from L2 by
     # every program), then combines and rescales them itself.  The re-read is of tiles this
     # program has just written, from L2 while the rows in flight fit it: each byte of out
@@ -246,8 +257,8 @@ def row_block(x_ptr, w_ptr, out_ptr, part_ptr, M, N, K, stride_xm, stride_xk, st
     pid_m = tl.program_id(0)
     for pid_n in range(0, n_tiles):
         acc, rows, cols, row_ok, col_ok = _gemm_tile(
-            x_ptr, w_ptr, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
-            EVEN_K, W_ROWS_ALIGNED, BLOCK_M, BLOCK_N, BLOCK_K)
+            x_ptr, w_ptr, x_desc, w_desc, M, N, K, stride_xm, stride_xk, stride_wk, stride_wn, pid_m, pid_n,
+            EVEN_K, W_ROWS_ALIGNED, TMA, BLOCK_M, BLOCK_N, BLOCK_K)
         _tile_statistics(acc, rows, cols, row_ok, col_ok, pid_n, out_ptr, part_ptr, N, n_tiles, part_stride,
                          stride_om, stride_on, EPILOGUE, WRITE_Y, BLOCK_N)
     tl.debug_barrier()  # the program's own stores, made by other threads, are visible to all of it
@@ -255,6 +266,20 @@ def row_block(x_ptr, w_ptr, out_ptr, part_ptr, M, N, K, stride_xm, stride_xk, st
         rows = pid_m * BLOCK_M + first + tl.arange(0, ROWS)
         _combine(out_ptr, part_ptr, rows, M, N, n_tiles, part_stride, stride_om, stride_on, EPILOGUE, WRITE_Y,
                  BLOCK_N, TILES)
+
+
+def tma_ready(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether x and w can be read through tensor descriptors: rows contiguous, and bases and
+    row strides 16-byte aligned (the tensor-memory accelerator's requirements)."""
+    return all(t.stride(1) == 1 and t.data_ptr() % 16 == 0 and t.stride(0) * t.element_size() % 16 == 0
+               for t in (x, w))
+
+
+def tma_possible(shape: Shape, itemsize: int) -> bool:
+    """Whether contiguous inputs of this MxKxN shape are `tma_ready` (their rows of K and N elements
+    whole multiples of 16 bytes): only then does the space offer TMA."""
+    _, k, n = shape
+    return k * itemsize % 16 == 0 and n * itemsize % 16 == 0
 
 
 def w_rows_aligned(w: torch.Tensor) -> bool:
@@ -282,16 +307,20 @@ def launch(native: dict, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor | N
     parts = torch.empty((STATS[epilogue], m, n_tiles), dtype=torch.float32, device=x.device)
     strides = (x.stride(0), x.stride(1), w.stride(0), w.stride(1))
     out_strides = (out.stride(0), out.stride(1) if keeps else 0)
+    tma = bool(int(meta.get("TMA", 0))) and tma_ready(x, w)
+    descriptors = (TensorDescriptor.from_tensor(x, [block_m, block_k]),
+                   TensorDescriptor.from_tensor(w, [block_k, block_n])) if tma else (None, None)
     shared = dict(EPILOGUE=CODES[epilogue], WRITE_Y=keeps, EVEN_K=k % block_k == 0, W_ROWS_ALIGNED=w_rows_aligned(w),
-                  BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
+                  TMA=tma, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     rows, tiles = int(meta["COMBINE_ROWS"]), triton.next_power_of_2(n_tiles)
     if int(meta.get("ROW_BLOCK", 0)):
-        row_block[(triton.cdiv(m, block_m),)](x, w, out, parts, m, n, k, *strides, *out_strides, n_tiles, m * n_tiles,
-                                             ROWS=min(rows, block_m), TILES=tiles, **shared, **options)
+        row_block[(triton.cdiv(m, block_m),)](x, w, *descriptors, out, parts, m, n, k, *strides, *out_strides, n_tiles,
+                                             m * n_tiles, ROWS=min(rows, block_m), TILES=tiles, **shared, **options)
         return out
     y, y_strides = (out, out_strides) if keeps else (parts, (0, 0))
-    tile_product[(triton.cdiv(m, block_m) * n_tiles,)](x, w, y, parts, m, n, k, *strides, *y_strides, n_tiles,
-                                                       m * n_tiles, GROUP_M=int(meta["GROUP_M"]), **shared, **options)
+    tile_product[(triton.cdiv(m, block_m) * n_tiles,)](x, w, *descriptors, y, parts, m, n, k, *strides, *y_strides,
+                                                       n_tiles, m * n_tiles, GROUP_M=int(meta["GROUP_M"]), **shared,
+                                                       **options)
     combine_rows[(triton.cdiv(m, rows),)](
         out, parts, m, n, n_tiles, m * n_tiles, *out_strides, EPILOGUE=CODES[epilogue], WRITE_Y=keeps, ROWS=rows,
         BLOCK_N=block_n, TILES=tiles, num_warps=combine_warps(rows, block_n), num_stages=1)
@@ -306,13 +335,17 @@ def triton_space(shape: Shape, dtype: Any, kernel: str = "matmul-tiled") -> Sear
     """The declared space; the shared-memory and pass-2 limits depend on the dtype and on N."""
     itemsize = _itemsize(dtype)
     n_pad = triton.next_power_of_2(shape[-1])
+    meta = {"BLOCK_M": BLOCKS_M, "BLOCK_N": BLOCKS_N, "BLOCK_K": BLOCKS_K, "GROUP_M": GROUPS_M,
+            "COMBINE_ROWS": COMBINE_ROWS, "ROW_BLOCK": ROW_BLOCKS}
+    default = dict(DEFAULT_FP32 if itemsize == 4 else DEFAULT_16BIT)
+    if tma_possible(shape, itemsize):  # offered only where contiguous inputs allow it
+        meta["TMA"], default["TMA"] = TMAS, 0
     return declare_triton_space(
         kernel,
-        meta={"BLOCK_M": BLOCKS_M, "BLOCK_N": BLOCKS_N, "BLOCK_K": BLOCKS_K, "GROUP_M": GROUPS_M,
-              "COMBINE_ROWS": COMBINE_ROWS, "ROW_BLOCK": ROW_BLOCKS},
+        meta=meta,
         num_warps=[2, 4, 8],
         num_stages=[1, 2, 3, 4, 5],
-        default=DEFAULT_FP32 if itemsize == 4 else DEFAULT_16BIT,
+        default=default,
         constraints=[
             ProductLimit(names=("BLOCK_M", "BLOCK_K", "num_stages"), limit=SMEM_BUDGET_BYTES // 2 // itemsize),
             ProductLimit(names=("BLOCK_N", "BLOCK_K", "num_stages"), limit=SMEM_BUDGET_BYTES // 2 // itemsize),
@@ -358,6 +391,6 @@ for _epilogue, (_resident, _torch_epilogue, _keeps) in EPILOGUES.items():
         baselines={"torch": _baseline, "torch.compile": _compiled_baseline(f"matmul-{_epilogue}", _baseline)},
         bytes_moved=_bytes_moved(_keeps),
         flops=_flops(5),
-        sources=(_gemm_tile, _tile_statistics, _combine, tile_product, combine_rows, row_block, launch, w_rows_aligned,
-                 combine_warps, triton_space, _launcher),
+        sources=(_gemm_tile, _tile_statistics, _combine, tile_product, combine_rows, row_block, launch, tma_ready,
+                 tma_possible, w_rows_aligned, combine_warps, triton_space, _launcher),
     ))
