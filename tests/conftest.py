@@ -124,11 +124,13 @@ def run_report_script(code: str, *, timeout: float = 300, **env: str) -> Any:
     return json.loads(lines[0].removeprefix("REPORT "))
 
 
-def valid_points(space: Any) -> list[dict[str, Any]]:
-    """Every point of a (small, declared) space that breaks none of its constraints."""
+def valid_points(space: Any, fixed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every point of a (small, declared) space that breaks none of its constraints; `fixed`
+    holds some parameters at one value (those no constraint reads, to keep the product small)."""
     import itertools
 
-    axes = [space.parameter(name).choices for name in space.names]
+    fixed = fixed or {}
+    axes = [[fixed[name]] if name in fixed else space.parameter(name).choices for name in space.names]
     return [p for p in (dict(zip(space.names, values)) for values in itertools.product(*axes))
             if not space.violations(p)]
 
