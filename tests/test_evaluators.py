@@ -3,6 +3,8 @@ and the hand-written Triton softmax run under the Triton interpreter."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import itertools
 import math
 
@@ -201,6 +203,44 @@ def test_clearly_slow_configs_keep_their_estimate_and_the_rest_are_timed_in_full
     # a graph-timed kernel's event estimate carries the launch cost: never cut short
     assert repetitions(0.04, 0.005, options) == 200
     assert repetitions(0.25, 0.08, TimingOptions(target_ms=40.0, slow_factor=float("inf"))) == 160
+
+
+class _FakeCuda:
+    """Stands in for torch's CUDA calls in timing.py, logging what is queued and when it waits."""
+
+    def __init__(self, log: list[str], ms: float) -> None:
+        self.log, self.ms = log, ms
+
+    def Event(self, enable_timing: bool):  # noqa: N802 - torch's name
+        log, ms = self.log, self.ms
+        return SimpleNamespace(record=lambda: log.append("event"), elapsed_time=lambda other: ms)
+
+    def synchronize(self) -> None:
+        self.log.append("wait")
+
+
+@pytest.mark.parametrize("fastest_ms, timed", [(None, True), (0.1, False)])
+def test_work_given_to_the_timing_runs_once_after_the_timed_calls_are_queued_and_before_the_wait(
+        monkeypatch, fastest_ms, timed):
+    """Building the next config while the GPU drains the queue must not fall inside a timed
+    interval: every call and its closing event are queued before the work starts."""
+    from autotune.evaluators import timing
+
+    log: list[str] = []
+    flush = SimpleNamespace(zero_=lambda: log.append("flush"))
+    fake = SimpleNamespace(empty=lambda *a, **k: flush, int32=torch.int32, cuda=_FakeCuda(log, ms=1.0))
+    monkeypatch.setattr(timing, "torch", fake)
+    result = timing.time_gpu(lambda: log.append("call"), TimingOptions(min_reps=10, max_reps=12, warmup=2),
+                             fastest_ms, while_queued=lambda: log.append("work"))
+    assert log.count("work") == 1
+    assert result.method == ("events" if timed else timing.ESTIMATE)
+    work = log.index("work")
+    assert log.count("call") == 2 + 5 + (12 if timed else 0)  # warm-up, estimate, the timing
+    assert "call" not in log[work:]
+    if timed:  # after the last call's closing event is queued, before the wait
+        assert log[work - 1] == "event" and log[work + 1:] == ["wait"]
+    else:  # cut short at the estimate: nothing more is queued, the work runs after it
+        assert log[work - 1] == "wait" and log[work + 1:] == []
 
 
 # -- the Triton softmax under the interpreter ----------------------------------------------------
