@@ -77,9 +77,9 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "[range] over the runs (seeds); 'never' is a run that did not get there. Our arms measure every config "
            "anew (nothing reused); the warm-cache arm's seeds are the best recorded configs of the nearest other "
            "shape in the shipped data without this study's own sessions. The runner process imports torch, Triton "
-           "and Helion once before its first job, which no job counts (Helion quick's included); it now also starts "
-           "the workers' fork server there, where before it fell to its first job (a set-up several times the "
-           "others').", "",
+           "and Helion and starts the workers' fork server before its first job; no job counts that (Helion "
+           "quick's included). A runner that did not yet start the fork server early left it to its first job, "
+           "whose set-up is then several times the others'.", "",
            "## Targets", "", "| subject | target | status |", "|---|---|---|"]
     out += [f"| {v.subject} | {v.target} | **{v.status}** |" for v in judged]
     out.append("")
