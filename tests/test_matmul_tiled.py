@@ -245,8 +245,8 @@ def test_the_seed_takes_the_row_block_form_and_tma_only_where_the_facts_allow_th
     assert odd.formulation == "tiled" and "TMA" not in odd.config and "pointer loads" in odd.why
     roomy = replace(H100, l2_bytes=4 * 1024 ** 3)
     assert tiled_seed(32768, 1024, 1536, "bfloat16", roomy)["ROW_BLOCK"] == 1
-    assert tiled_seed(32768, 1024, 1536, "bfloat16", roomy, writes_rows=True) == tiled_seed(
-        32768, 1024, 1536, "bfloat16", roomy)
+    # the same shape with an [M] output: nothing to re-read, so the L2 does not matter
+    assert tiled_seed(32768, 1024, 1536, "bfloat16", H100, writes_rows=False)["ROW_BLOCK"] == 1
     for pick, dtype, shape in ((many, "float16", (32768, 1024, 8192)), (few, "float32", (8192, 4096, 1024)),
                                (wide, "bfloat16", (32768, 1024, 1536))):
         assert not _space(dtype, shape).violations(pick.config)
