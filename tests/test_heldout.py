@@ -197,11 +197,14 @@ def _expected(run: dict[str, Any]) -> dict[str, Any]:
         setup = tags["helion_job_s"] - tags["helion_wall_s"]
         scale = final / min(ms for _, ms in tags["helion_timeline"] if ms is not None)
         steps = [(setup + t, ms * scale) for t, ms in tags["helion_timeline"] if ms is not None]
-        return {"wall": tags["helion_job_s"], "final": final, "origin": "search", "steps": steps}
+        counted = [(n, ms * scale) for n, (_, ms) in enumerate(tags["helion_timeline"], start=1) if ms is not None]
+        return {"wall": tags["helion_job_s"], "final": final, "origin": "search", "steps": steps,
+                "counted": counted, "rate": len(tags["helion_timeline"]) / tags["helion_wall_s"]}
     best = min(final_rows, key=lambda r: r[4])
     steps = [(r[0] - tags["job_started"], r[4]) for r in search if r[3] == "ok"]
+    counted = [(n, r[4]) for n, r in enumerate(search, start=1) if r[3] == "ok"]  # rows come in time order
     return {"wall": max(r[0] for r in search) - tags["job_started"], "final": best[4], "origin": origin_of[best[5]],
-            "steps": steps}
+            "steps": steps, "counted": counted, "searched": len(search)}
 
 
 def _time_to(steps, target):
@@ -255,6 +258,9 @@ def test_wall_times_times_to_2_percent_finals_and_provenance_follow_the_rows(hel
                     assert (run[key] is None) == (took is None), (arm["arm"], key)
                     if took is not None:
                         assert run[key] == pytest.approx(took, abs=2e-3)
+                assert run["configs_to_best"] == _time_to(want["counted"], best * (1 + d.WITHIN))
+                rate = want.get("rate") or want["searched"] / (want["wall"] - run["setup_s"])
+                assert run["configs_per_s"] == pytest.approx(rate, rel=1e-3)
                 reported += 1
             for key, target in (("to_best_s", best), ("to_helion_s", helion["final"])):
                 took = [_time_to(expected[arm["arm"] + str(r["seed"]) + arm["strategy"]]["steps"],
@@ -268,6 +274,8 @@ def test_wall_times_times_to_2_percent_finals_and_provenance_follow_the_rows(hel
             ratios = [r["final_ms"] / helion["final"] for r in arm["runs"]]
             assert arm["final_ratio"]["median"] == pytest.approx(statistics.median(ratios))
         assert reported == len(mine)  # every finished run, and only those (the interrupted one is left out)
+        counts = [r["configs_to_best"] for a in problem["arms"] for r in a["runs"]]
+        assert any(c is not None and c > 1 for c in counts)  # the count check above is not None == None alone
     softmax = next(p for p in results["problems"] if p["shape"] == SOFTMAX.shape)
     warm = next(a for a in softmax["arms"] if a["arm"] == d.WARM_CACHE)
     assert warm["provenance"] == {"cache": 2}  # the fixture's cache seed is the fastest config

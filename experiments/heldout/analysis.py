@@ -66,6 +66,8 @@ class ArmSummary:
     wall: Spread
     setup: Spread
     to_best: Spread  # seconds from the job's start to within WITHIN of the best anyone found
+    configs_to_best: Spread  # configs measured until then
+    rate: Spread  # configs measured per second of search
     to_helion: Spread  # ... of Helion quick's final time
     final: Spread  # ms
     final_ratio: Spread  # our final / Helion quick's
@@ -129,6 +131,7 @@ def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms
     return ArmSummary(
         arm=arm, strategy=strategy, runs=runs, wall=spread([r.wall_s for r in runs]),
         setup=spread([r.setup_s for r in runs]), to_best=spread([r.time_to(near(best)) for r in runs]),
+        configs_to_best=spread([r.configs_to(near(best)) for r in runs]), rate=spread([r.configs_per_s for r in runs]),
         to_helion=spread([r.time_to(near(helion_ms)) for r in runs]) if helion_ms else spread([]),
         final=spread([r.final_ms for r in runs]), final_ratio=spread([_ratio(r.final_ms, helion_ms) for r in runs])
         if helion_ms else spread([]),

@@ -48,11 +48,14 @@ class Run:
     final_ms: float | None  # the answer, re-timed (ours: the final re-benchmark; Helion: its pick)
     best_origin: str  # where the answer's config came from: default, heuristic, cache, search, user
     curve: list[tuple[float, float]] = field(default_factory=list)  # (s since job start, best so far ms)
+    # (configs measured so far, best so far ms) at each improvement: search and evaluator speed told apart
+    config_curve: list[tuple[int, float]] = field(default_factory=list)
     heuristic_ms: float | None = None  # the fastest seed the heuristic source gave (search-time reading)
     rule_ms: float | None = None  # the fastest of the rules' own seeds among them (Helion's compiler seeds aside)
     default_ms: float | None = None
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
     evaluations: int = 0
+    searched: int = 0  # rows of the search itself (the final re-timing left out)
     helion_configs: int | None = None  # Helion quick: configs its search timed
 
     @property
@@ -64,6 +67,19 @@ class Run:
         if target_ms is None:
             return None
         return next((t for t, ms in self.curve if ms <= target_ms), None)
+
+    def configs_to(self, target_ms: float | None) -> int | None:
+        """Configs measured until the best so far was at or under `target_ms`."""
+        if target_ms is None:
+            return None
+        return next((n for n, ms in self.config_curve if ms <= target_ms), None)
+
+    @property
+    def configs_per_s(self) -> float | None:
+        """Configs measured per second of the search (the wall time less the set-up)."""
+        searched = self.wall_s - self.setup_s if self.wall_s is not None and self.setup_s is not None else None
+        configs = self.helion_configs if self.helion_configs is not None else self.searched
+        return configs / searched if searched and searched > 0 and configs else None
 
 
 def run_key(problem: Problem, arm: str, strategy: str, seed: int) -> Key:
@@ -144,7 +160,7 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               seed=int(tags.get("seed", 0)), session_id=session["id"], start=session_start(cache, session, rows),
               setup_s=since(session["started"]), session_s=since(session["ended"]),
               wall_s=since(max((r.created for r in search if r.created is not None), default=None)),
-              final_ms=None, best_origin="?", evaluations=session["evaluations"],
+              final_ms=None, best_origin="?", evaluations=session["evaluations"], searched=len(search),
               cache_from=tuple(tags.get("cache_from", ())))
     run.default_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default")
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
@@ -158,8 +174,10 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
         if winner is not None:
             run.final_ms = winner.result.median_ms
             run.best_origin = best_origin(cache, session["id"], winner.candidate.key, rows)
-        run.curve = curve((r.created - job, r.result.objective) for r in _in_time_order(search)
+        ordered = _in_time_order(search)
+        run.curve = curve((r.created - job, r.result.objective) for r in ordered
                           if job is not None and r.created is not None)
+        run.config_curve = curve((n, r.result.objective) for n, r in enumerate(ordered, start=1))
     return run
 
 
@@ -184,10 +202,11 @@ def _read_helion(run: Run, tags: dict[str, Any], rows: list[EvaluationRow], orig
     if finite and run.final_ms and run.setup_s is not None:
         scale = run.final_ms / min(finite)
         run.curve = curve((run.setup_s + t, ms * scale) for t, ms in logged)
+        run.config_curve = curve((n, ms * scale) for n, (_, ms) in enumerate(logged, start=1))
 
 
-def curve(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """(time, best so far) at each improvement of a time-ordered (time, ms or inf) sequence."""
+def curve(points: Iterable[tuple[Any, float]]) -> list[tuple[Any, float]]:
+    """(time or count, best so far) at each improvement of an ordered (time or count, ms or inf) sequence."""
     best, steps = math.inf, []
     for t, ms in points:
         if ms < best:

@@ -109,13 +109,15 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     sources = sorted({s for a in summary.arms for r in a.runs for s in r.cache_from})
     if sources:
         lines.append(f"Cache seeds from: {', '.join(sources)}.")
-    lines += ["", "| arm | runs | wall s | set-up s | s to 2% of best | s to 2% of Helion quick | final µs "
-                  "| final / Helion | wall / Helion | best from | started from | sessions |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| arm | runs | wall s | set-up s | configs/s | s to 2% of best | configs to 2% of best "
+                  "| s to 2% of Helion quick | final µs | final / Helion | wall / Helion | best from | started from "
+                  "| sessions |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm in summary.arms:
         sessions = ", ".join(str(r.session_id) for r in arm.runs)
-        lines.append(f"| {arm.name} | {len(arm.runs)} | {arm.wall.text()} | {arm.setup.text()} | "
-                     f"{arm.to_best.text()} | {arm.to_helion.text()} | {arm.final.text(scale=1e3)} | "
+        lines.append(f"| {arm.name} | {len(arm.runs)} | {arm.wall.text()} | {arm.setup.text()} | {arm.rate.text()} | "
+                     f"{arm.to_best.text()} | {arm.configs_to_best.text(digits=0)} | {arm.to_helion.text()} | "
+                     f"{arm.final.text(scale=1e3)} | "
                      f"{arm.final_ratio.text(digits=3)} | {arm.wall_ratio.text(digits=3)} | {_origins(arm)} | "
                      f"{_starts(arm)} | {sessions} |")
     return lines + [""]
@@ -133,13 +135,16 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
             "seed_kind": s.seed_kind, "seed_ratio": s.seed_ratio,
             "arms": [{
                 "arm": a.arm, "strategy": a.strategy, "wall_s": a.wall.record(), "setup_s": a.setup.record(),
-                "to_best_s": a.to_best.record(), "to_helion_s": a.to_helion.record(), "final_ms": a.final.record(),
+                "to_best_s": a.to_best.record(), "configs_to_best": a.configs_to_best.record(),
+                "configs_per_s": a.rate.record(), "to_helion_s": a.to_helion.record(), "final_ms": a.final.record(),
                 "final_ratio": a.final_ratio.record(), "wall_ratio": a.wall_ratio.record(),
                 "provenance": dict(a.provenance),
                 "runs": [{"session": r.session_id, "seed": r.seed, "wall_s": finite(r.wall_s),
                           "setup_s": finite(r.setup_s), "session_s": finite(r.session_s),
                           "final_ms": finite(r.final_ms), "best_origin": r.best_origin,
                           "to_best_s": r.time_to(s.best_ms * (1 + d.WITHIN)) if s.best_ms else None,
+                          "configs_to_best": r.configs_to(s.best_ms * (1 + d.WITHIN)) if s.best_ms else None,
+                          "configs_per_s": r.configs_per_s,
                           "to_helion_s": r.time_to(s.helion_ms * (1 + d.WITHIN)) if s.helion_ms else None,
                           "seed_from": r.start.seed_from, "start": r.start.kind, "seeds": list(r.start.seeds),
                           "heuristic_ms": r.heuristic_ms, "rule_ms": r.rule_ms, "default_ms": r.default_ms,
