@@ -230,12 +230,15 @@ class NextRunner:
     def __init__(self, build: Callable[[Any], Callable[[tuple], Any]]) -> None:
         self._build = build
         self._slot: tuple[str, Any] | None = None  # (key, runner or the _BuildError it raised)
+        self.ahead_s = 0.0  # how long the last build ahead took (AUTOTUNE_PROFILE_BENCH prints it)
 
     def prepare(self, key: str, native: Any) -> None:
+        started = time.perf_counter()
         try:
             self._slot = (key, self._build(native))
         except _BuildError as error:
             self._slot = (key, error)
+        self.ahead_s = time.perf_counter() - started
 
     def take(self, key: str, native: Any) -> Callable[[tuple], Any]:
         """The runner of `key`: the one built ahead when it is that config's, else built now."""
@@ -284,9 +287,11 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
                     fastest_ms = min(reply["median_ms"], fastest_ms or math.inf)
                 if PROFILE_BENCH:
                     # CPU seconds far under wall seconds: this process waited (the GPU, or cores busy elsewhere)
-                    print(f"bench {key}: build {built - started:.3f} s, check+time {time.perf_counter() - built:.3f} s "
-                          f"({reply.get('repetitions')} reps of {reply.get('median_ms')} ms), this process's CPU "
-                          f"{time.process_time() - cpu_started:.3f} s, load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+                    ahead_s = f", of which the next config's build {ahead.ahead_s:.3f} s" if upcoming else ""
+                    print(f"bench {key}: build {built - started:.3f} s, check+time {time.perf_counter() - built:.3f} s"
+                          f"{ahead_s} ({reply.get('repetitions')} reps of {reply.get('median_ms')} ms), "
+                          f"this process's CPU {time.process_time() - cpu_started:.3f} s, "
+                          f"load {os.getloadavg()[0]:.1f}", file=sys.stderr)
         except BaseException as error:  # noqa: BLE001
             phase = "compile" if isinstance(error, _BuildError) else "run"
             cause = error.__cause__ if isinstance(error, _BuildError) and error.__cause__ else error

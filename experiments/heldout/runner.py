@@ -279,7 +279,8 @@ def warm_up(console: Any) -> None:
     worker = worker_context().Process(target=time.sleep, args=(0,))
     worker.start()
     worker.join()
-    console.print(f"workers' fork server ready in {time.time() - started:.1f} s, before the first job (no job counts it)")
+    console.print(f"workers' fork server ready in {time.time() - started:.1f} s, before the first job "
+                  "(no job counts it)")
 
 
 def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
