@@ -87,10 +87,8 @@ class ConfigTable:
         more databases, each read with the `shipped` data beside it; `device` keeps only data measured on that GPU (default: every GPU, the
         fastest winning where two measured one shape)."""
         from autotune.databases import open_for_reading
-        from search_spaces.fingerprint import source_hash
-
         paths = [db] if isinstance(db, (str, Path)) else list(db)
-        wanted = source_hash(kernel.source_text())
+        wanted = kernel.source_hash()
         table = cls(kernel=kernel.name, family=kernel.family, source_hash=wanted)
         best: dict[tuple[tuple[int, ...], str], Entry] = {}
         for path in paths:

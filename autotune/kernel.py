@@ -177,6 +177,12 @@ class Kernel:
             parts.append(inspect.getsource(fn))
         return "\n".join(parts)
 
+    def source_hash(self) -> str:
+        """The hash of `source_text` that recorded spaces carry: which measurements are of this source."""
+        from search_spaces.fingerprint import source_hash
+
+        return source_hash(self.source_text())
+
     # -- defaults ---------------------------------------------------------------------------
     def _default_inputs(self, shape: Shape, dtype: Any, device: str, seed: int) -> Inputs:
         """One random tensor of `shape` for every tensor parameter without a default."""

@@ -13,7 +13,7 @@ from autotune.kernel import Kernel
 from autotune.kernels.registry import Shape, dtype_name
 from autotune.types import Candidate
 from search_spaces.codec import Codec, DeclaredCodec, RecordedCodec
-from search_spaces.fingerprint import SpaceIdentity, source_hash
+from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.space import InvalidConfig, SearchSpace, config_key, params_key
 
 if TYPE_CHECKING:  # the oracle is built only for replays
@@ -71,7 +71,7 @@ def bind_live(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0
         bound = None
         space = spec.triton_space(shape, dtype)
         codec = DeclaredCodec(space)
-    identity = SpaceIdentity(space=space, signature=signature(shape, name), source_hash=source_hash(spec.source_text()))
+    identity = SpaceIdentity(space=space, signature=signature(shape, name), source_hash=spec.source_hash())
     return TuningTask(spec=spec, shape=shape, dtype=name, space=space, codec=codec, identity=identity, bound=bound)
 
 

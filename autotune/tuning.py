@@ -17,7 +17,6 @@ from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
 from autotune.session_options import SessionOptions
 from autotune.task import TuningTask, bind_live, bind_recorded
-from search_spaces.fingerprint import source_hash
 from search_spaces.space import canonical_json
 
 
@@ -324,7 +323,7 @@ def choose_recorded_space(cache: Cache, spec, shape, dtype: str, wanted: str | N
     label = f"{spec.name} at {'x'.join(map(str, shape))} {dtype}"
     if not records:
         raise UserError(f"no recorded measurements for {label} in {cache.path}; record some on a GPU machine first")
-    current = source_hash(spec.source_text())
+    current = spec.source_hash()
     matching = [r for r in records if r.source_hash == current]
     if not matching:
         raise UserError(f"{cache.path} has data for {label} only from a different version of the kernel's source")

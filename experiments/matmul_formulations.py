@@ -97,9 +97,8 @@ def cell_sessions(cache: Any, cell: Cell, formulation: str) -> list[dict[str, An
 def current_source(kernel: str) -> str:
     """The registered kernel's source hash now: a session's time counts only if it measured this."""
     from autotune.kernels import get_kernel
-    from search_spaces.fingerprint import source_hash
 
-    return source_hash(get_kernel(kernel).source_text())
+    return get_kernel(kernel).source_hash()
 
 
 def by_source(cache: Any, sessions: list[Session], source: str) -> tuple[list[Session], list[Session]]:

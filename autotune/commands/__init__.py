@@ -40,9 +40,8 @@ def recorded_kernel(text: str) -> tuple[str, str | None]:
     """(name, source hash) to find a kernel's recorded spaces by: a built-in name alone, or a
     user kernel's name and the hash of its source (FILE.py:NAME is loaded to read it)."""
     from autotune.kernel_loader import is_locator, resolve_kernel
-    from search_spaces.fingerprint import source_hash
 
     if not is_locator(text):
         return text, None
     kernel = resolve_kernel(text)
-    return kernel.name, source_hash(kernel.source_text())
+    return kernel.name, kernel.source_hash()

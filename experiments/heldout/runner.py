@@ -204,7 +204,6 @@ def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
     their shape, or would seed a warm-cache run from their own shape); the shapes each
     problem's cache seeds come from."""
     from autotune.kernels import get_kernel
-    from search_spaces.fingerprint import source_hash
 
     from .data import cache_sources, foreign_sessions
 
@@ -224,7 +223,7 @@ def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
             raise UserError(f"{plan.shipped} records {named}: those shapes are no longer held out for their kernels")
         sources = {}
         for problem in plan.problems:
-            shapes, distance = cache_sources(shipped, problem, source_hash(get_kernel(problem.kernel).source_text()))
+            shapes, distance = cache_sources(shipped, problem, get_kernel(problem.kernel).source_hash())
             if distance == 0 and d.WARM_CACHE in plan.arms:
                 raise UserError(f"{plan.shipped} records {problem.label} itself: a warm-cache run would seed itself")
             sources[problem] = shapes

@@ -262,10 +262,9 @@ def _space(cache: Cache, session: dict[str, Any]) -> Any:
 def present_source_hash(kernel: str) -> str | None:
     """The hash of a built-in kernel's source as it is now (None for a kernel no longer built in)."""
     from autotune.kernels import UnknownKernel, get_kernel
-    from search_spaces.fingerprint import source_hash
 
     try:
-        return source_hash(get_kernel(kernel).source_text())
+        return get_kernel(kernel).source_hash()
     except UnknownKernel:
         return None
 
