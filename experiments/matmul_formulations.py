@@ -147,7 +147,7 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
     """The cell's missing sessions, each one `autotune.tune` call; returns what was run or skipped."""
     from autotune.databases import open_for_writing
     from heuristics.device import current_device
-    from heuristics.matmul_formulation import tiled_seed, writes_rows
+    from heuristics.matmul_formulation import epilogue_writes_rows, tiled_seed
 
     import autotune
 
@@ -164,9 +164,9 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
             outcome[formulation] = "recorded"
             continue
         m, k, n = cell.dims
-        seeded = ({"configs": [tiled_seed(m, k, n, cell.dtype, current_device(),
-                                            writes_rows=writes_rows(cell.epilogue))], "seed_from": "default"}
-                  if formulation == "tiled" else {"configs": [], "seed_from": "default,heuristic"})
+        rule_seed = tiled_seed(m, k, n, cell.dtype, current_device(), writes_rows=epilogue_writes_rows(cell.epilogue))
+        seeded = ({"configs": [rule_seed], "seed_from": "default"} if formulation == "tiled"
+                  else {"configs": [], "seed_from": "default,heuristic"})
         say(f"{cell.name}: tuning the {formulation} formulation ({cell.kernel(formulation)}) for {args.seconds} s")
         try:
             result = tune(cell.kernel(formulation), shape=cell.shape, dtype=cell.dtype, strategy=args.strategy,

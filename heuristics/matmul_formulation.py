@@ -88,7 +88,7 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
                            f"resident: N={n} (N_pad {n_pad}): the accumulator [{COMFORT_M_BLOCK}, {n_pad}] = "
                            f"{accumulator} B fits the {COMFORT_ACC_BYTES} B comfort budget; resident seed {block}, "
                            f"{seed['num_warps']} warps, {seed['num_stages']} stages")
-    rows_out = writes_rows(epilogue)
+    rows_out = epilogue_writes_rows(epilogue)
     config = tiled_seed(m, k, n, dtype, device, writes_rows=rows_out)
     tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}"
     form = row_block_fits(m, n, config, itemsize_of(dtype), device, writes_rows=rows_out)[1]
@@ -122,7 +122,7 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writ
     return space.ordered(point) if not space.violations(point) else dict(space.default)
 
 
-def writes_rows(epilogue: str) -> bool:
+def epilogue_writes_rows(epilogue: str) -> bool:
     """Whether the epilogue's output is [M, N] rows (rescaled after the statistics), not [M]."""
     from autotune.kernels.matmul_epilogue import EPILOGUES
 
