@@ -164,9 +164,12 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
             outcome[formulation] = "recorded"
             continue
         m, k, n = cell.dims
-        rule_seed = tiled_seed(m, k, n, cell.dtype, current_device(), writes_rows=epilogue_writes_rows(cell.epilogue))
-        seeded = ({"configs": [rule_seed], "seed_from": "default"} if formulation == "tiled"
-                  else {"configs": [], "seed_from": "default,heuristic"})
+        if formulation == "tiled":
+            rule_seed = tiled_seed(m, k, n, cell.dtype, current_device(),
+                                   writes_rows=epilogue_writes_rows(cell.epilogue))
+            seeded = {"configs": [rule_seed], "seed_from": "default"}
+        else:
+            seeded = {"configs": [], "seed_from": "default,heuristic"}
         say(f"{cell.name}: tuning the {formulation} formulation ({cell.kernel(formulation)}) for {args.seconds} s")
         try:
             result = tune(cell.kernel(formulation), shape=cell.shape, dtype=cell.dtype, strategy=args.strategy,
