@@ -40,6 +40,7 @@ class SessionOptions(Mapping):
     timing_target_ms: float = 250.0
     slow_factor: float = 3.0
     compile_timeout_factor: float = 10.0
+    build_ahead: bool | None = None  # GPU sessions: whether the benchmark worker built the next config ahead
     fresh: bool = False
     generation_size: int | None = None
     workers: str | None = None

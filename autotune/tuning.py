@@ -198,6 +198,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             strategy_options=dict(request.strategy_options), user_configs=tuple(p for _, p in user),
             timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
             compile_timeout_factor=request.compile_timeout_factor, set_up=set_up,
+            build_ahead=_builds_ahead() if settings.mode == "gpu" else None,
             experiment=dict(request.experiment), workers=request.workers,
             replay=getattr(evaluator, "replay_note", None))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
@@ -222,6 +223,14 @@ def _mode(request: TuneRequest) -> str:
             raise UserError("--interpret and --replay exclude each other")
         return "interpret"
     return "replay" if request.replay or not gpu_available() else "gpu"
+
+
+def _builds_ahead() -> bool:
+    """Whether the GPU evaluator's benchmark worker builds the next config while the GPU times
+    the current one (recorded so that an A/B of the switch can tell its sessions apart)."""
+    from autotune.evaluators import gpu_generation
+
+    return gpu_generation.BUILD_AHEAD
 
 
 def _start(make_evaluator: Any) -> Any:

@@ -1,14 +1,16 @@
-"""Two GPU sessions that differ in one `autotune tune` option, on the same configs: the shared
-part of the experiments that measure what an evaluator option saves (slow_factor, compile_deadline)."""
+"""GPU sessions that differ in one `autotune tune` option, on the same configs: the shared part of
+the experiments that measure what an evaluator option saves (slow_factor, compile_deadline,
+bench_overhead)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,13 +42,16 @@ def write_report(text: str, out: Path) -> None:
     print(text)
 
 
-def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]]) -> None:
+def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]],
+             environments: Sequence[Mapping[str, str]] | None = None) -> None:
     """One `autotune tune` process per variant, in order, each measuring afresh (--fresh: not
-    answered from what the one before recorded)."""
-    for variant in variants:
+    answered from what the one before recorded); `environments`, if given, adds variables to
+    each variant's environment (switches that are not command-line options)."""
+    for index, variant in enumerate(variants):
         command = [sys.executable, "-m", "autotune.cli", "tune", *common, "--db", str(db), "--fresh", *variant]
-        print("$", " ".join(command[2:]), flush=True)
-        subprocess.run(command, check=True, cwd=REPO)
+        extra = dict(environments[index]) if environments else {}
+        print("$", *(f"{k}={v}" for k, v in extra.items()), " ".join(command[2:]), flush=True)
+        subprocess.run(command, check=True, cwd=REPO, env={**os.environ, **extra})
 
 
 def random_sessions(db: Path) -> tuple[list[dict[str, Any]], dict[int, list[Any]]]:

@@ -1,0 +1,89 @@
+"""experiments.bench_overhead's report, on fake sessions of the same configs that differ the way
+the variants do: building ahead lowers each config's benchmark time, a shorter timing target
+makes the timings noisier."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import pytest
+
+from autotune.cache import Cache
+from autotune.evaluators.fake import FakeEvaluator
+from autotune.session import Session, SessionSettings, SilentReporter
+from autotune.session_options import SessionOptions
+from autotune.strategies import get_strategy
+from conftest import hashed_cost
+from experiments import bench_overhead
+from experiments.session_pairs import random_sessions, wall_s
+
+BUDGET = 24
+
+
+class CostedEvaluator(FakeEvaluator):
+    """Each config's benchmark time is `bench_s`; with `noise`, a config's time moves by up to that
+    share, deterministically (a hash of the config)."""
+
+    def __init__(self, bench_s: float, noise: float = 0.0) -> None:
+        super().__init__(hashed_cost)
+        self.bench_s, self.noise = bench_s, noise
+
+    def evaluate(self, candidates):
+        for result in super().evaluate(candidates):
+            wobble = (hashed_cost({"k": result.key}) - 0.6) * 2 * self.noise if self.noise else 0.0
+            yield replace(result, median_ms=result.median_ms * (1 + wobble), bench_s=self.bench_s)
+
+
+def _session(db, task, options: dict, evaluator: FakeEvaluator) -> int:
+    cache = Cache.open(db, create=True)
+    try:
+        settings = SessionSettings("random", 7, BUDGET, fresh=True, generation_size=8, mode="gpu")
+        return Session(task, evaluator, get_strategy("random")(task.space, seed=7), settings, cache,
+                       reporter=SilentReporter(), options=options).run().session_id
+    finally:
+        cache.close()
+
+
+def _rows(text: str) -> dict[str, list[str]]:
+    return {cells[0].strip(): [c.strip() for c in cells[1:]]
+            for cells in (line.split("|")[1:-1] for line in text.splitlines() if re.match(r"\| build", line))}
+
+
+def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tmp_path):
+    db = tmp_path / "overhead.db"
+    baseline, ahead, short = bench_overhead.VARIANTS
+    # an older session, recorded before the switch was: it matches no variant
+    _session(db, triton_task, {"timing_target_ms": 250.0}, CostedEvaluator(0.5))
+    _session(db, triton_task, {"build_ahead": False, "timing_target_ms": 250.0}, CostedEvaluator(0.3))
+    _session(db, triton_task, {"build_ahead": True, "timing_target_ms": 250.0}, CostedEvaluator(0.2))
+    _session(db, triton_task, {"build_ahead": True, "timing_target_ms": 50.0}, CostedEvaluator(0.1, noise=0.5))
+    text = bench_overhead.report(db)
+    rows = _rows(text)
+    assert list(rows) == [baseline.name, ahead.name, short.name]
+    sessions, _ = random_sessions(db)
+    by_id = {s["id"]: s for s in sessions}
+    for name, bench_s in ((baseline.name, 0.3), (ahead.name, 0.2), (short.name, 0.1)):
+        row = rows[name]
+        measured = BUDGET + 1  # and the default config, measured free of the budget
+        assert row[1] == row[2] == str(measured)  # every config ran correctly
+        assert float(row[4]) == pytest.approx(measured * bench_s, abs=0.05)
+        session = by_id[int(row[0])]
+        assert float(row[6]) == pytest.approx(measured / wall_s(session), rel=0.01)
+    # the same configs in the same order: the same ten fastest, unless the timings are noisy
+    assert rows[ahead.name][8] == "10 of 10"
+    assert int(rows[short.name][8].split()[0]) < 10
+
+
+def test_a_database_without_the_variants_is_refused_in_one_line(triton_task, tmp_path):
+    db = tmp_path / "other.db"
+    _session(db, triton_task, {"timing_target_ms": 250.0}, CostedEvaluator(0.5))
+    with pytest.raises(SystemExit, match="no session of this experiment's variants"):
+        bench_overhead.report(db)
+
+
+def test_the_switch_is_kept_in_the_stored_options_even_when_off():
+    stored = SessionOptions(build_ahead=False).to_record()
+    assert stored["build_ahead"] is False
+    assert SessionOptions.from_record(stored)["build_ahead"] is False
+    assert "build_ahead" not in SessionOptions().to_record()  # replay and interpreter sessions: not said
