@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from autotune.errors import UserError
+from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 from autotune.kernel import Kernel, Shape
 from autotune.kernel_loader import as_kernel, resolve_kernel
 
@@ -98,7 +99,7 @@ def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int]
          interpret: bool = False,
          reference: Callable[..., Any] | None = None, baselines: Mapping[str, Callable[..., Any]] | None = None,
          options: Mapping[str, Any] | None = None, generation_size: int | None = None,
-         compile_workers: int | None = None, compile_timeout_s: float = 60.0, timing_ms: float = 250.0,
+         compile_workers: int | None = None, compile_timeout_s: float = 60.0, timing_ms: float = SEARCH_TARGET_MS,
          fresh: bool = False, console: Any = None, quiet: bool = False) -> TuneResult:
     """Tune `kernel` (an `autotune.Kernel`, a `@helion.kernel`, or a locator 'file.py:name')
     for the problem that `args` (the call's arguments) or `shape`/`dtype` describe.

@@ -20,6 +20,7 @@ from autotune.cache_schema import CacheError
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.databases import open_for_reading
 from autotune.errors import UserError
+from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 
 if TYPE_CHECKING:
     from autotune.cache import Cache
@@ -110,9 +111,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                       help="spread evaluation over a Dask cluster: local-gpus (one worker per GPU here), local:N "
                            "(N CPU processes) or a scheduler address such as tcp://scheduler:8786 (needs the "
                            "distributed extra)")
-    tune.add_argument("--timing-ms", type=_positive_float, default=250.0,
-                      help="GPU time spent timing each config (min 10 runs, max 200); lower it to record large "
-                           "samples faster, at the price of noisier medians")
+    tune.add_argument("--timing-ms", type=_positive_float, default=SEARCH_TARGET_MS,
+                      help="GPU time spent timing each config during the search (min 10 runs, max 200; default "
+                           "%(default)s ms); more gives steadier medians, less records faster")
     tune.add_argument("--slow-factor", type=_positive_float, default=3.0,
                       help="a config whose first estimate is over this many times the fastest timed so far "
                            "keeps the estimate (5 runs) as its timing; inf times every config in full")

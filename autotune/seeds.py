@@ -52,7 +52,7 @@ def collect_seeds(task: TuningTask, cache: Cache | None, sources: Sequence[str])
             natives = task.space.extras.get("compiler_seeds", [])
             seeds += [("heuristic", p) for p in _points(task, natives)]
         elif source == "cache" and cache is not None:
-            seeds += [("cache", p) for p in _points(task, [n for n, _ in _nearest_best(task, cache)])]
+            seeds += [("cache", p) for p in _points(task, [n for n, _ in _nearest_best(task, cache)], moved=True)]
     return seeds
 
 
@@ -87,13 +87,24 @@ def _nearest_best(task: TuningTask, cache: Cache) -> list[tuple[dict[str, Any], 
     return best[:CACHE_SEEDS]
 
 
-def _points(task: TuningTask, natives: Sequence[dict[str, Any]]) -> list[Params]:
-    points = []
+def _points(task: TuningTask, natives: Sequence[dict[str, Any]], moved: bool = False) -> list[Params]:
+    """The configs that are points of the task's space, once each.  With `moved`, a config recorded
+    at another shape that is not a point here becomes its nearest point instead: the best configs
+    of a narrower row can name a block wider than this row allows, or an indexing this shape does
+    not offer, and dropping them left the cache source with nothing to give."""
+    points: list[Params] = []
     for native in natives:
         try:
-            points.append(task.codec.params_of(native))
+            point = task.codec.params_of(native)
         except InvalidConfig:
-            continue
+            if not moved:
+                continue
+            try:
+                point = task.codec.params_near(native)
+            except InvalidConfig:
+                continue
+        if point not in points:
+            points.append(point)
     return points
 
 

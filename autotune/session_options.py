@@ -37,7 +37,7 @@ class SessionOptions(Mapping):
     grid_sample: bool = False
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
     user_configs: tuple[Mapping[str, Any], ...] = ()  # --config points, evaluated first
-    timing_target_ms: float = 250.0
+    timing_target_ms: float = 250.0  # what sessions recorded before this key was written were timed under
     slow_factor: float = 3.0
     compile_timeout_factor: float = 10.0
     build_ahead: bool | None = None  # GPU sessions: whether the benchmark worker built the next config ahead

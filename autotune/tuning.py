@@ -13,6 +13,7 @@ from autotune.cache import Cache, SpaceRecord
 from autotune.cache_merge import FORKED
 from autotune.databases import SHIPPED_DB, open_for_reading, open_for_writing
 from autotune.errors import UserError
+from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
 from autotune.session_options import SessionOptions
@@ -42,7 +43,7 @@ class TuneRequest:
     resume: int | None = None
     strategy_options: tuple[tuple[str, Any], ...] = ()
     configs: tuple[str, ...] = ()  # --config: JSON objects or files, evaluated first (seeds of origin "user")
-    timing_target_ms: float = 250.0  # kernel time spent timing one config (more: steadier medians)
+    timing_target_ms: float = SEARCH_TARGET_MS  # kernel time spent timing one config (more: steadier medians)
     slow_factor: float = 3.0  # over this many times the fastest so far, a config keeps its estimate
     compile_timeout_factor: float = 10.0  # the compile limit tightens to this times the median compile
     run_timeout_s: float = 30.0  # a compiled config's first run; longer and its worker is killed

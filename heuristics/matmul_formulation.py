@@ -6,9 +6,8 @@ Two formulations compute `epilogue(x @ w)` (x [M, K], w [K, N]):
   accumulator, so the epilogue reduces whole rows in registers and y never leaves the chip;
 * tiled (`matmul-tiled-<epilogue>`, Triton, `autotune.kernels.matmul_tiled`): a GEMM tiled over
   N writes y and per-tile row statistics, and a row pass combines them (y written and read
-  once more, but GEMM-sized tiles at any N); in one launch per row block where the rows in
-  flight fit in L2 (`row_block_fits`), so that the re-read comes from L2; its operand tiles
-  fetched by the TMA unit where the rows are 16-byte multiples.
+  once more, but GEMM-sized tiles at any N); its seed is fitted on the recorded tiled sessions
+  (the constants below say on which cells, and which cells are declared to check it).
 
 The rule: resident only where its accumulator fits comfortably: [COMFORT_M_BLOCK, N_pad]
 fp32 within COMFORT_ACC_BYTES, which is N_pad <= 512 whatever the dtype, and only when the
@@ -17,10 +16,10 @@ resident rule (`matmul_epilogue_resident`) would size a seed at all; tiled other
 What backs the threshold, and what does not: the seed study's H100 grids in cache.db time
 the resident kernel against torch.compile (`python -m experiments.seed_study.report`).  The
 resident best beat torch.compile in every recorded cell with N <= 512 (bf16 and fp32) and
-lost in every 16-bit cell with N >= 2048, by 3 to 5x; at N = 1024 it was mixed.  Those are
-resident-vs-torch.compile readings: no tiled-vs-resident measurement backs this rule yet.
-`python experiments/matmul_formulations.py` on a GPU measures both and reports whether the
-pick is within 5% of the best; the constants below are assumptions until then.
+lost in every 16-bit cell with N >= 2048, by 3 to 5x; at N = 1024 it was mixed.
+`python -m experiments.matmul_formulations` on a GPU measures both formulations per cell, and
+its report says whether the pick is within 5% of the better one and how far the tiled seed
+lies from the tiled kernel's best.
 """
 
 from __future__ import annotations
@@ -49,11 +48,19 @@ TILED_MIN_BLOCK_M = 32
 # Tiled seed, pass 2: the most rows per program that still give at least this many programs
 # per SM (so a small M still spreads its rows over the device).  Assumption.
 COMBINE_PROGRAMS_PER_SM = 2
-# Tiled seed: both passes in one launch (ROW_BLOCK) only where the row blocks of every program
-# in flight fit in this share of L2, so that the combining step re-reads them from L2 rather
-# than HBM (the rest of L2 is left to w, which every row-block program reads whole), and the
-# row blocks alone give every SM a program.  Assumption.
-ROW_BLOCK_L2_SHARE = 0.5
+# Tiled seed, fitted on the tiled sessions of the formulation report
+# (experiments/reports/matmul_formulations.md: the seed study's cells with N >= 1024 and the seven
+# larger-N cells; RULE_CHECK_CELLS there are declared to judge it on cells it was not fitted to):
+# * two launches always: the one-launch row-block form lost wherever an earlier rule seeded it;
+# * TMA only for 16-bit operands on problems of at least TMA_MIN_MACS multiply-adds: a tensor
+#   descriptor is built on the host at every call, and the fastest configs of the small and of
+#   the fp32 cells all loaded their tiles by pointers;
+# * the 256-wide N tile (Triton's usual Hopper tile, 128x256x64) for 16-bit [M, N] epilogues with
+#   K >= WIDE_N_MIN_K and N >= WIDE_N_MIN_N: most such cells were fastest with a 256-wide tile,
+#   none at K = 512.
+TMA_MIN_MACS = 2 ** 34
+WIDE_N_MIN_K = 768
+WIDE_N_MIN_N = 512
 
 
 @dataclass(frozen=True)
@@ -91,8 +98,13 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
     rows_out = epilogue_writes_rows(epilogue)
     config = tiled_seed(m, k, n, dtype, device, writes_rows=rows_out)
     tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}"
-    form = row_block_fits(m, n, config, itemsize_of(dtype), device, writes_rows=rows_out)[1]
-    loads = "tiles by TMA" if config.get("TMA") else "tiles by pointer loads (rows not 16-byte multiples)"
+    form = "two launches (the row-block form lost wherever it was seeded)"
+    if config.get("TMA"):
+        loads = "tiles by TMA"
+    elif "TMA" not in config:
+        loads = "tiles by pointer loads (rows not 16-byte multiples)"
+    else:
+        loads = "tiles by pointer loads (fp32, or too small a problem for a descriptor built at every call)"
     return Formulation(TILED_FORMULATION, f"matmul-tiled-{epilogue}", config,
                        f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages, "
                        f"{loads}, {form}")
@@ -116,9 +128,14 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writ
     point["COMBINE_ROWS"] = min(max(rows, default=1), point["COMBINE_ROWS"])
     while space.violations(point) and point["COMBINE_ROWS"] > 1:  # the partials' register cap
         point["COMBINE_ROWS"] //= 2
-    point["ROW_BLOCK"] = int(row_block_fits(m, n, point, itemsize_of(dtype), device, writes_rows=writes_rows)[0])
-    if "TMA" in space.names:  # offered where the rows allow tensor descriptors: Hopper's way to fetch tiles
-        point["TMA"] = 1
+    point["ROW_BLOCK"] = 0
+    sixteen_bit = itemsize_of(dtype) == 2
+    if sixteen_bit and writes_rows and k >= WIDE_N_MIN_K and n >= WIDE_N_MIN_N:
+        wide = {**point, "BLOCK_N": 256}
+        if not space.violations(wide):
+            point = wide
+    if "TMA" in space.names:  # offered where the rows allow tensor descriptors
+        point["TMA"] = int(sixteen_bit and m * k * n >= TMA_MIN_MACS)
     return space.ordered(point) if not space.violations(point) else dict(space.default)
 
 
@@ -127,28 +144,6 @@ def epilogue_writes_rows(epilogue: str) -> bool:
     from autotune.kernels.matmul_epilogue import EPILOGUES
 
     return EPILOGUES[epilogue][2]
-
-
-def row_block_fits(m: int, n: int, point: dict[str, Any], itemsize: int, device: DeviceLimits, *,
-                   writes_rows: bool = True) -> tuple[bool, str]:
-    """Whether one launch per row block suits `point`'s tiles, and why: at least one row block
-    per SM and, for the epilogues that write [M, N] rows (re-read to be rescaled), the rows in
-    flight (programs resident at once, by the shared memory their staged operands take, times
-    BLOCK_M x N) within ROW_BLOCK_L2_SHARE of L2."""
-    blocks = -(-m // point["BLOCK_M"])
-    staged = (point["BLOCK_M"] + point["BLOCK_N"]) * point["BLOCK_K"] * itemsize * point["num_stages"]
-    in_flight = min(blocks, device.sm_count * max(1, device.smem_per_block // staged))
-    held = in_flight * point["BLOCK_M"] * n * itemsize
-    budget = int(ROW_BLOCK_L2_SHARE * device.l2_bytes)
-    if blocks < device.sm_count:
-        return False, f"two launches: {blocks} row blocks of {point['BLOCK_M']} would leave SMs idle"
-    if not writes_rows:
-        return True, f"one launch per row block: {blocks} row blocks fill the SMs and no row is re-read"
-    if held > budget:
-        return False, (f"two launches: the row blocks in flight ({in_flight} x {point['BLOCK_M']} rows x N) hold "
-                       f"{held / 1e6:.0f} MB, over {budget / 1e6:.0f} MB of L2")
-    return True, (f"one launch per row block: the row blocks in flight ({in_flight} x {point['BLOCK_M']} rows x N) "
-                  f"hold {held / 1e6:.0f} MB, within {budget / 1e6:.0f} MB of L2")
 
 
 def resident_seed(epilogue: str, m: int, k: int, n: int, dtype: str,

@@ -26,6 +26,11 @@ class Codec(Protocol):
         """The canonical point of a native config (for configs typed in by users or seeds)."""
         ...
 
+    def params_near(self, native: Mapping[str, JsonValue]) -> Params:
+        """The canonical point nearest to a native config of another shape's space (every value
+        the space lacks moved to its closest one); raises InvalidConfig when there is none."""
+        ...
+
 
 class DeclaredCodec:
     """For declared spaces (hand-written Triton kernels): a point is its own native config."""
@@ -39,6 +44,9 @@ class DeclaredCodec:
 
     def params_of(self, native: Mapping[str, JsonValue]) -> Params:
         return self.space.validate(native)
+
+    def params_near(self, native: Mapping[str, JsonValue]) -> Params:
+        return self.space.nearest_point(native)
 
 
 class RecordedCodec:
@@ -71,3 +79,7 @@ class RecordedCodec:
         if point is None:
             raise InvalidConfig("this config was never recorded for the space, so it cannot be replayed")
         return dict(point)
+
+    def params_near(self, native: Mapping[str, JsonValue]) -> Params:
+        """Only a recorded config: a moved one would be a point the replay has no measurement of."""
+        return self.params_of(native)

@@ -96,13 +96,20 @@ class HelionCodec:
         return canonical, to_native(config)
 
     def params_of(self, native: Mapping[str, JsonValue]) -> Params:
+        return self.normalise(self._unchecked_point(native))[0]
+
+    def params_near(self, native: Mapping[str, JsonValue]) -> Params:
+        return self.normalise(self.space.nearest_point(self._unchecked_point(native)))[0]
+
+    def _unchecked_point(self, native: Mapping[str, JsonValue]) -> Params:
+        """The native config's values by parameter name, not yet checked against the space."""
         import helion
 
         try:
             flat = self._generation.flatten(helion.Config.from_dict(dict(native)))
         except Exception as error:
             raise InvalidConfig(f"config does not fit this kernel's space: {error}") from error
-        return self.normalise(self.from_flat(flat))[0]
+        return self.from_flat(flat)
 
 
 def to_native(config: Any) -> dict[str, JsonValue]:

@@ -58,6 +58,20 @@ class Parameter:
         lo, hi = max(0, index - radius), min(len(values) - 1, index + radius)
         return [values[i] for i in range(lo, hi + 1) if i != index]
 
+    def nearest(self, value: JsonValue) -> JsonValue:
+        """This parameter's value closest to `value`, which may lie outside it (a config recorded
+        for another shape's space): the value itself when it is one; else, for ordered numbers,
+        the closest in ratio (positive numbers: block sizes, warps) or in difference; else the default."""
+        if self.contains(value):
+            return self.canonical(value)
+        values = self.values()
+        numeric = all(_is_number(v) for v in values)
+        if not (self.ordered and numeric and _is_number(value)):
+            return self.default
+        if value > 0 and all(v > 0 for v in values):
+            return min(values, key=lambda v: (abs(math.log(v / value)), v))
+        return min(values, key=lambda v: (abs(v - value), v))
+
     def canonical(self, value: JsonValue) -> JsonValue:
         """The parameter's own spelling of an equal value (512 for 512.0), so keys agree."""
         return self.values()[self.index_of(value)]
@@ -70,6 +84,10 @@ class Parameter:
 
     def to_dict(self) -> dict[str, JsonValue]:
         raise NotImplementedError
+
+
+def _is_number(value: JsonValue) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _same(a: JsonValue, b: JsonValue) -> bool:

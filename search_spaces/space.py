@@ -178,6 +178,30 @@ class SearchSpace:
             raise InvalidConfig("; ".join(problems))
         return {p.name: p.canonical(params[p.name]) for p in self.parameters}
 
+    def nearest_point(self, params: Mapping[str, JsonValue]) -> Params:
+        """The point whose every value is the closest this space has to `params`' (a config of
+        another shape's space: a row too wide for one block, an indexing the shape does not
+        offer); missing parameters take the default and unknown ones are dropped.  A product
+        over its limit (a whole row held per program, at a longer row) is brought under it by
+        stepping its largest factor down, one value at a time.  Raises InvalidConfig when no such
+        point exists (or it is not a member of a finite space)."""
+        point = {p.name: p.nearest(params[p.name]) if p.name in params else p.default for p in self.parameters}
+        for _ in range(sum(p.cardinality() for p in self.parameters)):
+            broken = next((c for c in self.constraints if c.violation(point) is not None), None)
+            if broken is None:
+                break
+            point = self._stepped_down(point, broken)
+        return self.validate(point)
+
+    def _stepped_down(self, point: Params, broken: Constraint) -> Params:
+        """`point` with the largest of the broken product's factors one value lower."""
+        lowerable = [self.parameter(n) for n in getattr(broken, "names", ())
+                     if self.parameter(n).ordered and self.parameter(n).index_of(point[n]) > 0]
+        if not lowerable:
+            raise InvalidConfig(f"no point near this config: {broken.violation(point)}")
+        largest = max(lowerable, key=lambda p: point[p.name])
+        return {**point, largest.name: largest.values()[largest.index_of(point[largest.name]) - 1]}
+
     def complete(self, partial: Mapping[str, JsonValue]) -> Params:
         """Fill missing parameters from the default, so users can write partial configs."""
         unknown = sorted(set(partial) - set(self.names))

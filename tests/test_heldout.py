@@ -33,7 +33,7 @@ from autotune.types import Result, Status
 from conftest import REPO, hashed_cost
 from experiments.heldout import definition as d
 from experiments.heldout import runner
-from experiments.heldout.data import foreign_sessions, recorded_keys, without_study
+from experiments.heldout.data import foreign_sessions, load_runs, recorded_keys, run_key, without_study
 from search_spaces.space import canonical_json
 
 HELDOUT_DIR = REPO / "experiments" / "heldout"
@@ -107,11 +107,12 @@ def _costs(task, special: list[tuple[dict, float]]) -> Callable[[dict], float]:
 
 
 def _record(cache, task, *, arm, strategy, seed, setup_s, seeds=(), seed_from="default", costs, budget=6,
-            extra=None, fixed=None, interrupt=None) -> None:
+            extra=None, fixed=None, interrupt=None, timing_ms=d.TIMING_MS) -> None:
     tags = {"study": d.STUDY, "arm": arm, "strategy": strategy, "seed": seed, **(extra or {})}
     sources = [s for s in seed_from.split(",") if s]
     options = SessionOptions(seed_from=seed_from, seeds=tuple(o for o, _ in seeds), fresh=True,
-                             heuristics=heuristic_provenance(task, sources).get("heuristics"), experiment=tags)
+                             heuristics=heuristic_provenance(task, sources).get("heuristics"), experiment=tags,
+                             timing_target_ms=timing_ms)
     if fixed is not None:
         made = get_strategy("fixed")(task.space, seed=seed, configs={d.HELION_QUICK: fixed})
     else:
@@ -337,7 +338,8 @@ def _fake_run(requests: list) -> Callable[[Any], Any]:
         requests.append(request)
         task = bind_live(get_kernel(request.kernel), tuple(map(int, request.shape.split("x"))), torch.float16, "cpu")
         cache = Cache.open(request.db, create=True)
-        options = SessionOptions(seed_from=request.seed_from, fresh=request.fresh, experiment=dict(request.experiment))
+        options = SessionOptions(seed_from=request.seed_from, fresh=request.fresh, experiment=dict(request.experiment),
+                                 timing_target_ms=request.timing_target_ms)
         try:
             return Session(task, FakeEvaluator(hashed_cost), get_strategy("random")(task.space, seed=request.seed),
                            SessionSettings("random", request.seed, 2, mode="gpu"), cache, options=options).run()
@@ -354,6 +356,7 @@ def test_our_arms_measure_anew_and_warm_cache_records_apart_then_merges_home(tmp
     runner.ArmJob(problem, d.COLD, "pattern", 2, 50, 30.0, None)(db)
     cold = requests[-1]
     assert cold.db == db and cold.fresh and cold.seed_from == "default" and cold.seed == 2
+    assert cold.timing_target_ms == d.TIMING_MS  # the study's, whatever the tool's default
     assert dict(cold.experiment)["arm"] == d.COLD and dict(cold.experiment)["job_started"] <= time.time()
     runner.ArmJob(problem, d.WARM_CACHE, "pattern", 1, 50, 30.0, None, ("128x1000",))(db)
     warm = requests[-1]
@@ -433,3 +436,22 @@ def test_helion_quick_is_timed_from_its_jobs_start_and_its_pick_retimed(monkeypa
     (pick,) = request.configs
     assert json.loads(pick)["num_warps"] == 4 and dict(request.strategy_options)["configs"] == {
         d.HELION_QUICK: json.loads(pick)}
+
+
+def test_a_run_timed_under_another_target_is_kept_apart_and_run_again(tmp_path):
+    """A cold run recorded under the old 250 ms timing target is reported as its own strategy
+    ('pattern@250ms'), and the study's cold pattern run is still planned."""
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p),
+            timing_ms=250.0)
+    cache.close()
+    key = run_key(problem, d.COLD, "pattern", 1)
+    recorded = recorded_keys(db, None)
+    assert recorded == {run_key(problem, d.COLD, "pattern@250ms", 1)} and key not in recorded
+    plan = runner.Plan(problems=(problem,), arms=(d.COLD,), strategies=("pattern",), seeds=(1,), shipped=None)
+    assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
+    (run,) = load_runs(db, None)
+    assert run.strategy == "pattern@250ms"

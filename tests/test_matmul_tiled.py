@@ -218,7 +218,8 @@ def test_tiled_seed_is_a_valid_point_at_every_cell_of_the_experiment():
 
     cells = all_cells()
     assert len([c for c in cells if c.source == "seed study"]) == 30
-    assert len([c for c in cells if c.source != "seed study" and c.dims[2] >= 1024]) >= 6
+    assert len([c for c in cells if c.source == "larger N" and c.dims[2] >= 1024]) >= 6
+    assert len([c for c in cells if c.source == "rule check"]) >= 6  # not fitted on: the rule's judges
     for cell in cells:
         seed = tiled_seed(*cell.dims, cell.dtype, H100)
         assert not _space(cell.dtype, cell.dims).violations(seed), cell.name
@@ -226,28 +227,28 @@ def test_tiled_seed_is_a_valid_point_at_every_cell_of_the_experiment():
     assert small["BLOCK_M"] < 128
 
 
-def test_the_seed_takes_the_row_block_form_and_tma_only_where_the_facts_allow_them():
-    from dataclasses import replace
-
+def test_the_seed_takes_two_launches_and_the_wide_tile_and_tma_only_where_the_fitted_rule_says():
     from heuristics.device import H100
-    from heuristics.matmul_formulation import pick_formulation, tiled_seed
+    from heuristics.matmul_formulation import TMA_MIN_MACS, pick_formulation, tiled_seed
 
-    # [M] epilogues re-read no row: one launch wherever the row blocks fill the SMs
-    many = pick_formulation("logsumexp", 32768, 1024, 8192, "float16", H100)
-    assert many.config["ROW_BLOCK"] == 1 and "no row is re-read" in many.why
-    few = pick_formulation("sum", 8192, 4096, 1024, "float32", H100)  # 128 row blocks of 64 on 132 SMs
-    assert few.config["ROW_BLOCK"] == 0 and "idle" in few.why
-    # [M, N] epilogues: the rows in flight must fit the L2 share, for they are re-read
+    # [M] epilogues: two launches like every other (the row-block form lost wherever it was seeded)
+    lse = pick_formulation("logsumexp", 32768, 1024, 8192, "float16", H100)
+    assert lse.config["ROW_BLOCK"] == 0 and "two launches" in lse.why
+    assert lse.config["BLOCK_N"] == 128  # an [M] output: the wide tile is for [M, N] epilogues
+    # 16-bit [M, N] epilogue, K >= 768, large: the 256-wide tile, tiles by TMA
     wide = pick_formulation("rmsnorm", 32768, 1024, 1536, "bfloat16", H100)
-    assert wide.config["ROW_BLOCK"] == 0 and "over" in wide.why and "MB of L2" in wide.why
-    assert wide.config["TMA"] == 1 and "tiles by TMA" in wide.why  # rows of 2048 and 3072 B
-    odd = pick_formulation("rmsnorm", 4096, 1024, 1004, "bfloat16", H100)  # rows of 2008 B: no descriptor
-    assert odd.formulation == "tiled" and "TMA" not in odd.config and "pointer loads" in odd.why
-    roomy = replace(H100, l2_bytes=4 * 1024 ** 3)
-    assert tiled_seed(32768, 1024, 1536, "bfloat16", roomy)["ROW_BLOCK"] == 1
-    # the same shape with an [M] output: nothing to re-read, so the L2 does not matter
-    assert tiled_seed(32768, 1024, 1536, "bfloat16", H100, writes_rows=False)["ROW_BLOCK"] == 1
-    for pick, dtype, shape in ((many, "float16", (32768, 1024, 8192)), (few, "float32", (8192, 4096, 1024)),
+    assert (wide.config["BLOCK_N"], wide.config["TMA"], wide.config["ROW_BLOCK"]) == (256, 1, 0)
+    assert "tiles by TMA" in wide.why and "128x256x64" in wide.why
+    # the same at K = 512 keeps the 128-wide tile
+    assert tiled_seed(131072, 512, 4096, "bfloat16", H100)["BLOCK_N"] == 128
+    # fp32, and a 16-bit problem under TMA_MIN_MACS: pointer loads, though descriptors are offered
+    fp32 = pick_formulation("sum", 8192, 4096, 1024, "float32", H100)
+    assert fp32.config["TMA"] == 0 and "fp32, or too small" in fp32.why
+    assert 2048 ** 3 < TMA_MIN_MACS and tiled_seed(2048, 2048, 2048, "bfloat16", H100)["TMA"] == 0
+    # rows that are no 16-byte multiple: no descriptor is offered at all
+    odd = pick_formulation("rmsnorm", 4096, 1024, 1004, "bfloat16", H100)  # rows of 2008 B
+    assert odd.formulation == "tiled" and "TMA" not in odd.config and "rows not 16-byte multiples" in odd.why
+    for pick, dtype, shape in ((lse, "float16", (32768, 1024, 8192)), (fp32, "float32", (8192, 4096, 1024)),
                                (wide, "bfloat16", (32768, 1024, 1536))):
         assert not _space(dtype, shape).violations(pick.config)
 
@@ -494,3 +495,36 @@ def test_runner_measures_again_a_cell_recorded_only_with_an_older_source(tmp_pat
         assert mf.is_recorded(cache, cell, "tiled")
     finally:
         cache.close()
+
+
+def test_report_times_the_seed_each_session_was_given_against_the_tiled_best(tmp_path):
+    """The seed's time is read for the config the session recorded as its given seed (not the
+    rule's seed of today), and judged against the best over every current session."""
+    from autotune.cache import Cache
+    from autotune.evaluators.fake import FakeEvaluator
+    from autotune.kernels import get_kernel, parse_dtype, parse_shape
+    from autotune.session import Session, SessionSettings
+    from autotune.strategies import get_strategy
+    from autotune.task import bind_live
+    from experiments import matmul_formulations as mf
+    from heuristics.device import H100
+
+    cell = mf.Cell("rmsnorm", "64x32x256", "bfloat16", "fixture")
+    task = bind_live(get_kernel(cell.kernel("tiled")), parse_shape(cell.shape, 3), parse_dtype(cell.dtype), "cpu")
+    given = {**task.space.default, "GROUP_M": 16, "COMBINE_ROWS": 1}  # not what the rule seeds here
+    assert task.space.violations(given) == []
+    cost = lambda p: 1.0 if dict(p) == given else 0.5 + 0.01 * p["BLOCK_K"] / 16  # noqa: E731
+    db = tmp_path / "f.db"
+    journal = Cache.open(db, create=True)
+    try:
+        Session(task, FakeEvaluator(cost), get_strategy("random")(task.space, seed=0),
+                SessionSettings(strategy="random", seed=0, budget=6, mode="gpu"), journal,
+                seeds=[("user", given)], options={"user_configs": [given]}).run()
+    finally:
+        journal.close()
+    (row,) = mf.report(db, None, tmp_path / "out", cells=[cell], device=H100)["cells"]
+    assert row["seed"] == given and row["seed_ms"] == 1.0
+    assert row["tiled_ms"] < 1.0 / 1.05 and row["seed_within_5pct"] is False
+    assert row["seed_is_the_rules_now"] is False
+    text = (tmp_path / "out" / "matmul_formulations.md").read_text()
+    assert "| 1.0000 | **no** (rule changed) |" in text

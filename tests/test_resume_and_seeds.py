@@ -193,3 +193,35 @@ def test_a_session_killed_early_keeps_its_evaluators_calibration(triton_task, tm
     assert {worker: (r.key, r.median_ms) for worker, r in kept.items()} == {
         "gpu0": (reference, 0.50), "gpu1": (reference, 0.51)}
     assert db.session(1)["exit_reason"] == "interrupted"
+
+
+def test_cache_seeds_recorded_at_another_shape_move_to_their_nearest_points_here(tmp_path):
+    """The best configs at 64x5000 use blocks of 8192 that 64x1000 does not offer: they seed it
+    as the nearest points (the block cut to the widest one here), once each, instead of not at all."""
+    import torch
+
+    from autotune.kernels import get_kernel
+    from autotune.task import bind_live
+    from search_spaces.space import InvalidConfig
+
+    wide = bind_live(get_kernel("softmax-triton"), (64, 5000), torch.float16, "cpu")
+    narrow = bind_live(get_kernel("softmax-triton"), (64, 1000), torch.float16, "cpu")
+    db = Cache.open(tmp_path / "t.db", create=True)
+    # wider blocks are faster at 64x5000, so its best configs use blocks this shape does not have
+    cost = lambda p: 1.0 / p["BLOCK_SIZE"] + 1e-6 * p["num_warps"] + 1e-7 * p["num_stages"]  # noqa: E731
+    _session(wide, db, FakeEvaluator(cost), "random", budget=60).run()
+    best = [native for native, _ in db.best_configs(wide.fingerprint, 3)]
+    assert all(native["BLOCK_SIZE"] == 8192 for native in best)
+    for native in best:
+        with pytest.raises(InvalidConfig):
+            narrow.codec.params_of(native)
+
+    seeds = collect_seeds(narrow, db, ["default", "cache"])
+    assert seeds and {origin for origin, _ in seeds} == {"cache"}
+    expected = []
+    for native in best:
+        point = {**native, "BLOCK_SIZE": 1024}
+        if point not in expected:
+            expected.append(point)
+    assert [point for _, point in seeds] == expected
+    assert all(narrow.space.violations(point) == [] for _, point in seeds)

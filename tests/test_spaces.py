@@ -506,3 +506,32 @@ def test_equal_numeric_configs_get_one_key(triton_task):
         return  # refusing the float is a fine answer too
     assert candidate.key == triton_task.candidate(as_int).key
     assert not math.isnan(candidate.params["BLOCK_SIZE"])
+
+
+# -- the nearest point to a config of another shape's space ------------------------------------------
+def test_a_value_outside_a_parameter_moves_to_its_closest_value():
+    blocks = PowerOfTwo("BLOCK", low=256, high=4096, default_value=1024)
+    assert blocks.nearest(16384) == 4096 and blocks.nearest(64) == 256 and blocks.nearest(2048) == 2048
+    assert Integer("stages", low=1, high=4, default_value=2).nearest(7) == 4
+    indexing = Choice("indexing", choices=("pointer", "block_ptr"), default_value="pointer")
+    assert indexing.nearest("tensor_descriptor") == "pointer"  # unordered: the default
+    assert Choice("flag", choices=(False, True), default_value=False).nearest(1) is False  # 1 is not True
+
+
+def test_the_nearest_point_steps_a_product_over_its_limit_down_by_its_largest_factor():
+    space = SearchSpace(kernel="k", family="triton",
+                        parameters=(PowerOfTwo("BLOCK_M", low=1, high=64, default_value=1),
+                                    PowerOfTwo("LOOP", low=8, high=8192, default_value=64),
+                                    PowerOfTwo("num_warps", low=1, high=8, default_value=4)),
+                        default={"BLOCK_M": 1, "LOOP": 64, "num_warps": 4},
+                        constraints=(ProductLimit(("BLOCK_M", "LOOP"), per=("num_warps",), per_scale=32, limit=16),))
+    # a whole row of 32768 per program at 8 warps is 128 per thread: LOOP halves until it fits
+    point = space.nearest_point({"BLOCK_M": 1, "LOOP": 32768, "num_warps": 8, "gone": 3})
+    assert point == {"BLOCK_M": 1, "LOOP": 4096, "num_warps": 8}
+    assert space.violations(point) == []
+    # the larger factor steps first, so two large factors come down in turn (64 x 128 -> 16 x 32)
+    assert space.nearest_point({"BLOCK_M": 64, "LOOP": 128, "num_warps": 1}) == {"BLOCK_M": 16, "LOOP": 32,
+                                                                                "num_warps": 1}
+    with pytest.raises(InvalidConfig, match="no point near"):
+        SearchSpace(kernel="k", family="triton", parameters=(PowerOfTwo("B", low=64, high=64, default_value=64),),
+                    default={"B": 64}, constraints=(ProductLimit(("B",), limit=32),)).nearest_point({"B": 64})

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
+from autotune.evaluators.timing_target import SEARCH_TARGET_MS
+
 
 @dataclass(frozen=True)
 class GPUEvaluatorFactory:
@@ -24,7 +26,7 @@ class GPUEvaluatorFactory:
     compile_timeout_s: float = 60.0
     run_timeout_s: float = 30.0
     seed: int = 0
-    timing_target_ms: float = 250.0
+    timing_target_ms: float = SEARCH_TARGET_MS
     slow_factor: float = 3.0
     compile_timeout_factor: float = 10.0
 

@@ -22,6 +22,8 @@ from typing import Callable
 
 import torch
 
+from autotune.evaluators.timing_target import SEARCH_TARGET_MS
+
 # Relative-error tolerances by output dtype: a few ulps of the format, with room for
 # exp/division approximations (fp16 ulp ~ 9.8e-4, bf16 ulp ~ 7.8e-3).
 TOLERANCE = {torch.float16: 5e-3, torch.bfloat16: 3e-2, torch.float32: 1e-4, torch.float64: 1e-10}
@@ -33,7 +35,7 @@ ESTIMATE = "estimate"  # the method of a timing that stopped after the estimate
 class TimingOptions:
     min_reps: int = 10
     max_reps: int = 200
-    target_ms: float = 250.0  # aim for about this much timed kernel time per config
+    target_ms: float = SEARCH_TARGET_MS  # aim for about this much timed kernel time per config
     warmup: int = 3
     graph_below_ms: float = 0.05
     estimate_reps: int = 5

@@ -147,7 +147,7 @@ def tune_request(db_path: Path, problem: Problem, *, strategy: str, budget: int,
         kernel=problem.kernel, shape=problem.shape, dtype=problem.dtype, strategy=strategy, budget=budget,
         seconds=seconds, seed=seed, generation_size=None, db=Path(db_path), replay=False, space=None, fresh=True,
         compile_workers=None, compile_timeout_s=d.COMPILE_TIMEOUT_S[problem.family], seed_from=seed_from,
-        experiment=tuple(tags.items()), shipped=shipped)
+        experiment=tuple(tags.items()), shipped=shipped, timing_target_ms=d.TIMING_MS)
 
 
 def _run(request: Any) -> Any:
