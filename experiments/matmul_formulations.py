@@ -95,9 +95,10 @@ def all_cells() -> list[Cell]:
 
 
 def select(cells: Sequence[Cell], patterns: str | None) -> list[Cell]:
-    """Cells whose name contains any of the comma-separated patterns (all when none given)."""
+    """Cells whose name contains any of the comma-separated patterns, or whose set is one of them
+    ('seed study', 'larger N', 'rule check'); all when none is given."""
     wanted = [p.strip() for p in (patterns or "").split(",") if p.strip()]
-    return [c for c in cells if not wanted or any(p in c.name for p in wanted)]
+    return [c for c in cells if not wanted or any(p in c.name or p == c.source for p in wanted)]
 
 
 # -- recorded sessions ------------------------------------------------------------------------
@@ -360,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shipped", type=lambda t: None if t.lower() == "none" else Path(t), default=Path("cache.db"),
                         help="the shipped measurements, read beside --db ('none': --db alone)")
     parser.add_argument("--seconds", type=float, default=60.0, help="search seconds per session (default: %(default)s)")
-    parser.add_argument("--cells", default=None, help="comma-separated substrings of cell names, e.g. rmsnorm,4096")
+    parser.add_argument("--cells", default=None, help="comma-separated substrings of cell names, e.g. rmsnorm,4096, "
+                                                      "or a set of cells: 'rule check'")
     parser.add_argument("--strategy", default="pattern", help="session strategy (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--compile-timeout", type=float, default=60.0)

@@ -50,7 +50,7 @@ TILED_MIN_BLOCK_M = 32
 COMBINE_PROGRAMS_PER_SM = 2
 # Tiled seed, fitted on the tiled sessions of the formulation report
 # (experiments/reports/matmul_formulations.md: the seed study's cells with N >= 1024 and the seven
-# larger-N cells; RULE_CHECK_CELLS there are declared to judge it on cells it was not fitted to):
+# larger-N cells; its RULE_CHECK cells are declared to judge it on cells it was not fitted to):
 # * two launches always: the one-launch row-block form lost wherever an earlier rule seeded it;
 # * TMA only for 16-bit operands on problems of at least TMA_MIN_MACS multiply-adds: a tensor
 #   descriptor is built on the host at every call, and the fastest configs of the small and of
@@ -112,8 +112,9 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
 
 def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writes_rows: bool = True
                ) -> dict[str, Any]:
-    """A point of the tiled space: its dtype's default tile, BLOCK_N no wider than N needs,
-    BLOCK_M halved for occupancy, and pass 2's rows sized to the row count."""
+    """A point of the tiled space: its dtype's default tile, BLOCK_N no wider than N needs (or the
+    wide tile, see WIDE_N_MIN_K), BLOCK_M halved for occupancy, pass 2's rows sized to the row
+    count, two launches, and TMA where it pays (TMA_MIN_MACS)."""
     import torch
 
     from autotune.kernels import matmul_tiled
