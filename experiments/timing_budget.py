@@ -44,7 +44,7 @@ def measurements(cache: Any) -> dict[int, list[tuple[str, tuple[float, ...]]]]:
     in the order they were taken (the final re-timing, generation < 0, left out)."""
     found: dict[int, list[tuple[str, tuple[float, ...]]]] = {}
     for session in cache.sessions(limit=100000):
-        if session.get("mode", "gpu") != "gpu":
+        if session["mode"] != "gpu":
             continue
         rows = [(r.candidate.key, tuple(r.result.samples_ms)) for r in cache.session_evaluations(session["id"])
                 if r.generation >= 0 and r.result.ok and len(r.result.samples_ms) >= FULL_AT_LEAST]
