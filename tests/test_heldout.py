@@ -455,3 +455,42 @@ def test_a_run_timed_under_another_target_is_kept_apart_and_run_again(tmp_path):
     assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
     (run,) = load_runs(db, None)
     assert run.strategy == "pattern@250ms"
+
+
+def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
+    """Seen from inside the job (where its workers start): both compile caches point into a new,
+    empty folder, a different one per job; after the job the environment is as before and the
+    folder is gone.  The run is tagged, and the report counts it."""
+    import os
+
+    seen: list[dict[str, str]] = []
+    requests: list = []
+    fake = _fake_run(requests)
+
+    def run(request):
+        caches = {name: os.environ[name] for name in runner.COMPILE_CACHES}
+        folder = Path(caches["TRITON_CACHE_DIR"]).parent
+        assert folder.is_dir() and not any(folder.iterdir())  # empty at the job's start
+        seen.append(caches)
+        return fake(request)
+
+    monkeypatch.setattr(runner, "_run", run)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/shared")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    db = tmp_path / "home.db"
+    for seed in (1, 2):
+        runner.ArmJob(problem, d.COLD, "pattern", seed, 50, 30.0, None)(db)
+    first, second = seen
+    assert first["TRITON_CACHE_DIR"] != second["TRITON_CACHE_DIR"]
+    assert Path(first["TRITON_CACHE_DIR"]).parent == Path(first["TORCHINDUCTOR_CACHE_DIR"]).parent
+    assert not Path(first["TRITON_CACHE_DIR"]).parent.exists()  # removed after the job
+    assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/shared" and "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    runs = load_runs(db, None)
+    assert [r.fresh_caches for r in runs] == [True, True]
+    from experiments.heldout import analysis
+    from experiments.heldout import report as heldout_report_module
+
+    (summary,) = analysis.summarise(runs, problems=(problem,))
+    text = "\n".join(heldout_report_module.problem_section(summary))
+    assert "Compile caches empty at the run's start: 2 of 2 runs." in text

@@ -111,6 +111,11 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     sources = sorted({s for a in summary.arms for r in a.runs for s in r.cache_from})
     if sources:
         lines.append(f"Cache seeds from: {', '.join(sources)}.")
+    runs = [r for a in summary.arms for r in a.runs]
+    fresh = sum(r.fresh_caches for r in runs)
+    lines.append(f"Compile caches empty at the run's start: {fresh} of {len(runs)} runs"
+                 + ("." if fresh == len(runs) else " (the others could find configs that an earlier run on the same "
+                                                  "machine had compiled)."))
     lines += ["", "| arm | runs | wall s | set-up s | configs/s | s to 2% of best | configs to 2% of best "
                   "| s to 2% of Helion quick | final µs | final / Helion | wall / Helion | best from | started from "
                   "| sessions |",

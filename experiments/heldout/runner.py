@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions, execute_jobs
@@ -70,7 +72,7 @@ class ArmJob:
     def __call__(self, db_path: Path) -> dict[str, Any]:
         started = time.time()
         tags = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
-                "job_started": round(started, 3)}
+                "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES}
         if self.cache_from:
             tags["cache_from"] = list(self.cache_from)
         request = tune_request(db_path, self.problem, strategy=self.strategy, budget=self.budget,
@@ -78,7 +80,8 @@ class ArmJob:
                                shipped=self.shipped, tags=tags)
         # Only the warm-cache arm reads earlier measurements (its seeds): from the shipped data
         # alone, never from runs of this experiment recorded in `db_path`.
-        outcome = in_scratch(request, db_path) if self.arm == d.WARM_CACHE else _run(request)
+        with fresh_compile_caches():
+            outcome = in_scratch(request, db_path) if self.arm == d.WARM_CACHE else _run(request)
         return {"session": outcome.session_id, "evaluations": outcome.evaluations}
 
 
@@ -111,13 +114,13 @@ class HelionQuickJob:
 
         spec = get_kernel(self.problem.kernel)
         shape, dtype = parse_shape(self.problem.shape, spec.rank), parse_dtype(self.problem.dtype)
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, fresh_compile_caches():
             native = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK, device=self.device,
                                 autotune=self.autotune or seeded_autotune(self.seed))
         job_s = time.time() - started
         params = bind_live(spec, shape, dtype, self.device).codec.params_of(native.config)
         tags = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
-                "job_started": round(started, 3), "helion_job_s": round(job_s, 3),
+                "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES, "helion_job_s": round(job_s, 3),
                 "helion_wall_s": round(native.wall_s, 3), "helion_configs": native.configs,
                 "helion_timeline": [[round(t, 3), ms if ms != float("inf") else None] for t, ms in native.timeline]}
         # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
@@ -126,6 +129,32 @@ class HelionQuickJob:
                           configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
         outcome = _run(request)
         return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
+
+
+# Compiled kernels outlive a run in on-disk caches (Triton's, and inductor's for the modules Helion
+# generates).  A run after another at the same shape would find the configs the earlier one
+# compiled already built, which flatters whichever arm runs later (Helion quick runs first): each
+# job compiles into empty caches of its own, as a first run on a fresh machine would.  Workers
+# take the environment of their start, so the job's workers compile there too.
+COMPILE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+
+
+@contextmanager
+def fresh_compile_caches() -> Iterator[Path]:
+    """Empty compile caches for the duration of a job (the environment restored, and the
+    caches removed, after it)."""
+    before = {name: os.environ.get(name) for name in COMPILE_CACHES}
+    with tempfile.TemporaryDirectory(prefix="heldout-compile-") as folder:
+        for name in COMPILE_CACHES:
+            os.environ[name] = str(Path(folder) / name.lower())
+        try:
+            yield Path(folder)
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def seeded_autotune(seed: int) -> Callable[[Any, tuple], Any]:
