@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Iterator
 
@@ -51,11 +51,17 @@ def worker_context() -> Any:
 SERVER_ENVIRONMENT = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 
 
-@contextmanager
-def server_environment() -> Iterator[None]:
+def server_environment() -> AbstractContextManager[None]:
     """`SERVER_ENVIRONMENT` for the fork server to inherit, this process's own restored after."""
-    before = {name: os.environ.get(name) for name in SERVER_ENVIRONMENT}
-    os.environ.update(SERVER_ENVIRONMENT)
+    return environment_for_workers(SERVER_ENVIRONMENT)
+
+
+@contextmanager
+def environment_for_workers(values: dict[str, str]) -> Iterator[None]:
+    """`values` in this process's environment while inside, for the processes started there to
+    take (a worker takes the environment of its start); the variables restored after."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:

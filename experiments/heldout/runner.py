@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from contextlib import contextmanager
@@ -143,18 +142,11 @@ COMPILE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
 def fresh_compile_caches() -> Iterator[Path]:
     """Empty compile caches for the duration of a job (the environment restored, and the
     caches removed, after it)."""
-    before = {name: os.environ.get(name) for name in COMPILE_CACHES}
-    with tempfile.TemporaryDirectory(prefix="heldout-compile-") as folder:
-        for name in COMPILE_CACHES:
-            os.environ[name] = str(Path(folder) / name.lower())
-        try:
-            yield Path(folder)
-        finally:
-            for name, value in before.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    from autotune.evaluators.gpu_process import environment_for_workers
+
+    with tempfile.TemporaryDirectory(prefix="heldout-compile-") as folder, \
+            environment_for_workers({name: str(Path(folder) / name.lower()) for name in COMPILE_CACHES}):
+        yield Path(folder)
 
 
 def seeded_autotune(seed: int) -> Callable[[Any, tuple], Any]:
