@@ -36,6 +36,7 @@ class SessionOptions(Mapping):
     grid: tuple[str, ...] = ()
     grid_sample: bool = False
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    strategy_source: str | None = None  # hash of the strategy's module source (autotune.strategies)
     user_configs: tuple[Mapping[str, Any], ...] = ()  # --config points, evaluated first
     timing_target_ms: float = 250.0  # what sessions recorded before this key was written were timed under
     slow_factor: float = 3.0

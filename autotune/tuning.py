@@ -17,6 +17,7 @@ from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
 from autotune.session_options import SessionOptions
+from autotune.strategies import strategy_source
 from autotune.task import TuningTask, bind_live, bind_recorded
 from search_spaces.space import canonical_json
 
@@ -196,7 +197,8 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             db=str(request.db), shipped=str(request.shipped) if request.shipped else None, kernel_locator=spec.locator,
             seed_from=request.seed_from, grid=tuple(request.grid), grid_sample=request.grid_sample,
             seeds=tuple(origin for origin, _ in seeds), heuristics=heuristic_provenance(task, sources).get("heuristics"),
-            strategy_options=dict(request.strategy_options), user_configs=tuple(p for _, p in user),
+            strategy_options=dict(request.strategy_options), strategy_source=strategy_source(request.strategy),
+            user_configs=tuple(p for _, p in user),
             timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
             compile_timeout_factor=request.compile_timeout_factor, set_up=set_up,
             build_ahead=_builds_ahead() if settings.mode == "gpu" else None,

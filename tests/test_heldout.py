@@ -27,13 +27,13 @@ from autotune.kernels import get_kernel
 from autotune.seeds import collect_seeds, heuristic_provenance
 from autotune.session import Session, SessionSettings
 from autotune.session_options import SessionOptions
-from autotune.strategies import get_strategy
+from autotune.strategies import get_strategy, strategy_names, strategy_source
 from autotune.task import bind_live
 from autotune.types import Result, Status
 from conftest import REPO, hashed_cost
 from experiments.heldout import definition as d
 from experiments.heldout import runner
-from experiments.heldout.data import foreign_sessions, load_runs, recorded_keys, run_key, without_study
+from experiments.heldout.data import EARLIER, foreign_sessions, load_runs, recorded_keys, run_key, without_study
 from search_spaces.space import canonical_json
 
 HELDOUT_DIR = REPO / "experiments" / "heldout"
@@ -107,12 +107,13 @@ def _costs(task, special: list[tuple[dict, float]]) -> Callable[[dict], float]:
 
 
 def _record(cache, task, *, arm, strategy, seed, setup_s, seeds=(), seed_from="default", costs, budget=6,
-            extra=None, fixed=None, interrupt=None, timing_ms=d.TIMING_MS) -> None:
+            extra=None, fixed=None, interrupt=None, timing_ms=d.TIMING_MS, source=None) -> None:
     tags = {"study": d.STUDY, "arm": arm, "strategy": strategy, "seed": seed, **(extra or {})}
     sources = [s for s in seed_from.split(",") if s]
     options = SessionOptions(seed_from=seed_from, seeds=tuple(o for o, _ in seeds), fresh=True,
                              heuristics=heuristic_provenance(task, sources).get("heuristics"), experiment=tags,
-                             timing_target_ms=timing_ms)
+                             timing_target_ms=timing_ms,
+                             strategy_source=source or (strategy_source(strategy) if strategy in strategy_names() else None))
     if fixed is not None:
         made = get_strategy("fixed")(task.space, seed=seed, configs={d.HELION_QUICK: fixed})
     else:
@@ -455,6 +456,24 @@ def test_a_run_timed_under_another_target_is_kept_apart_and_run_again(tmp_path):
     assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
     (run,) = load_runs(db, None)
     assert run.strategy == "pattern@250ms"
+
+
+def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path):
+    """A run recorded by another version of the strategy's source (or before sessions recorded
+    it) is reported as '(earlier version)', and the study's run with today's strategy is planned."""
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p),
+            source="0" * 24)
+    _record(cache, task, arm=d.COLD, strategy="evolution", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p))
+    cache.close()
+    recorded = recorded_keys(db, None)
+    assert recorded == {run_key(problem, d.COLD, "pattern" + EARLIER, 1), run_key(problem, d.COLD, "evolution", 1)}
+    plan = runner.Plan(problems=(problem,), arms=(d.COLD,), strategies=("pattern", "evolution"), seeds=(1,),
+                       shipped=None)
+    assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
 
 
 def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):

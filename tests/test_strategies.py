@@ -61,7 +61,7 @@ def drain(strategy, n: int = 7, limit: int = 10_000) -> list[list[dict]]:
     """Ask until the strategy runs dry (or `limit` points), telling it a result each time."""
     batches, total = [], 0
     while total < limit:
-        batch = strategy.ask(n)
+        batch = strategy.ask(min(n, limit - total))
         if not batch:
             break
         batches.append(batch)

@@ -39,4 +39,15 @@ def get_strategy(name: str) -> type[Strategy]:
     return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["Observation", "Strategy", "UnknownStrategy", "get_strategy", "strategy_names"]
+def strategy_source(name: str) -> str:
+    """The hash of the source of the module that defines strategy `name`.  Sessions record it,
+    so a study can tell runs of a changed strategy from runs of the one it measures now (as a
+    kernel's source hash does for its measurements)."""
+    import inspect
+
+    from search_spaces.fingerprint import source_hash
+
+    return source_hash(inspect.getsource(inspect.getmodule(get_strategy(name))))
+
+
+__all__ = ["Observation", "Strategy", "UnknownStrategy", "get_strategy", "strategy_names", "strategy_source"]

@@ -97,7 +97,8 @@ def _typed(kind: Any, value: Any) -> Any:
 
 _PATTERN = {"initial_population": Option(int, 1), "copies": Option(int, 1), "max_generations": Option(int, 1),
             "min_improvement": Option(float, 0.0), "max_neighbours": Option(int, 1, nullable=True),
-            "radius": Option(int, 1)}
+            "radius": Option(int, 1), "explore": Option(str, choices=("stalled", "first")),
+            "restarts": Option(int, 0)}
 _OPTUNA = {"n_startup_trials": Option(int, 0)}
 _HELION = {"effort": Option(str, choices=("quick", "full"))}
 

@@ -1,13 +1,25 @@
-"""Pattern search in the manner of Helion's: several search paths walking to better neighbours.
+"""Pattern search: search paths walking to better single-parameter neighbours, restarted
+when they stall.
 
-1. An initial population of random points (plus whatever the session warm-started with:
-   the default config, seeds) is evaluated.
-2. The best `copies` distinct accurate points become the centres of the search paths.
-3. Each generation evaluates every single-parameter neighbour of each active centre
+1. The first paths start from the best `copies` accurate points the session gave (the
+   default config, seeds).  With `explore="first"` (Helion's order), or when the session
+   gave no accurate point, a random population of `initial_population` points is evaluated
+   first and the paths start from the best of everything known.
+2. Each generation evaluates every single-parameter neighbour of each active centre
    (capped at `max_neighbours` per path, drawn with the strategy's rng); a path moves to
    its best neighbour when that is faster by more than `min_improvement` (relative), and
-   stops otherwise.
-4. The search ends when no path is active or after `max_generations`.
+   stops otherwise, or after `max_generations` generations of its walk.
+3. When every path has stopped and `restarts` remain, an exploration generation is drawn:
+   half kicks (the best point with a few parameters changed at random) and half uniform
+   random points.  New paths start from the best known points no path has reached yet:
+   neither a past centre nor within `radius` changed parameters of one.
+4. The search ends when no restart remains or no such point is left.
+
+Why paths start from the given points: a random point of a kernel's space is usually many
+times slower than the default (a random population cost a session tens of seconds of
+compiles and slow timings before the first step), and a session that was given seeds
+already knows where to start.  Exploring when stalled instead of first spends that time
+only where walking from what is known has stopped paying.
 """
 
 from __future__ import annotations
@@ -19,6 +31,9 @@ from autotune.strategies.base import Observation, Strategy
 from autotune.types import Params
 from search_spaces.space import SearchSpace, params_key
 
+EXPLORE = ("stalled", "first")
+KICK_STEPS = 3  # single-parameter moves in a kick: past the reach of a path's neighbourhood
+
 
 class PatternSearch(Strategy):
     name = "pattern"
@@ -27,21 +42,29 @@ class PatternSearch(Strategy):
 
     def __init__(self, space: SearchSpace, seed: int = 0, *, initial_population: int = 16, copies: int = 2,
                  max_generations: int = 20, min_improvement: float = 0.001, max_neighbours: int | None = 24,
-                 radius: int = 1, **options: Any) -> None:
+                 radius: int = 1, explore: str = "stalled", restarts: int = 8, **options: Any) -> None:
         super().__init__(space, seed, **options)
-        if initial_population < 1 or copies < 1 or max_generations < 1:
-            raise ValueError("pattern search needs initial_population, copies and max_generations >= 1")
+        if initial_population < 1 or copies < 1 or max_generations < 1 or restarts < 0:
+            raise ValueError("pattern search needs initial_population, copies and max_generations >= 1 "
+                             "and restarts >= 0")
+        if explore not in EXPLORE:
+            raise ValueError(f"pattern search: explore must be one of {', '.join(EXPLORE)}, got {explore!r}")
         self.initial_population = initial_population
         self.copies = copies
         self.max_generations = max_generations
         self.min_improvement = min_improvement
         self.max_neighbours = max_neighbours
         self.radius = radius
-        self.generation = 0  # 0 = the initial population
+        self.explore = explore
+        self.restarts_left = restarts
+        self.generation = 0  # generations of the current walk; 0 = none yet
+        self.restarts = 0  # restarts made
         self.centres: list[Params] = []
+        self.past_centres: list[Params] = []
         self._known: dict[str, Observation] = {}
         self._queue: list[Params] = []
         self._started = False
+        self._exploring = False  # the queued points are an exploration generation, not steps
         self._done = False
 
     def tell(self, observations: list[Observation]) -> None:
@@ -52,7 +75,8 @@ class PatternSearch(Strategy):
     def ask(self, n: int) -> list[Params]:
         if not self._started:
             self._started = True
-            self._queue = self._initial_points()
+            if self.explore == "first" or not self._ranked():
+                self._queue_exploration(self._random_points(self.initial_population))
         while not self._queue and not self._done:
             self._advance()
         batch = self._queue[:n]
@@ -62,39 +86,19 @@ class PatternSearch(Strategy):
         return batch
 
     # -- the search ------------------------------------------------------------------
-    def _initial_points(self) -> list[Params]:
-        points: list[Params] = []
-        keys = set(self._known)
-        for _ in range(self.initial_population * 50):
-            if len(points) >= self.initial_population:
-                break
-            point = self.space.sample(self.rng)
-            key = params_key(point)
-            if key not in keys and not self.was_asked(point):
-                keys.add(key)
-                points.append(point)
-        return points
-
-    def _objective(self, point: Params) -> float:
-        known = self._known.get(params_key(point))
-        return known[1].objective if known else float("inf")
-
     def _advance(self) -> None:
-        """Move the paths (or pick the first centres) and queue the next generation."""
-        if self.generation == 0:
-            ranked = sorted((o for o in self._known.values() if o[1].ok), key=lambda o: o[1].objective)
-            self.centres = [params for params, _ in ranked[: self.copies]]
+        """Start paths (after an exploration), move them, or explore when they all stopped."""
+        if self._exploring or not self.centres and self.generation == 0:
+            self._exploring = False
+            self.centres = self._fresh_centres()
+            self.generation = 0
         else:
-            moved = []
-            for centre in self.centres:
-                best = min(self._neighbours(centre), key=self._objective, default=None)
-                if best is not None and self._objective(best) < self._objective(centre) * (1 - self.min_improvement):
-                    moved.append(best)
-            self.centres = _unique(moved)
-        self.generation += 1
-        if not self.centres or self.generation > self.max_generations:
-            self._done = True
+            self.centres = self._moved() if self.generation < self.max_generations else []
+        if not self.centres:
+            self._restart_or_finish()
             return
+        self.past_centres += self.centres
+        self.generation += 1
         queue: list[Params] = []
         queued: set[str] = set()
         for centre in self.centres:
@@ -104,6 +108,85 @@ class PatternSearch(Strategy):
                     queued.add(key)
                     queue.append(point)
         self._queue = queue  # may be empty when every neighbour is known: ask() advances again
+
+    def _moved(self) -> list[Params]:
+        moved = []
+        for centre in self.centres:
+            best = min(self._neighbours(centre), key=self._objective, default=None)
+            if best is not None and self._objective(best) < self._objective(centre) * (1 - self.min_improvement):
+                moved.append(best)
+        return _unique(moved)
+
+    def _restart_or_finish(self) -> None:
+        if self.restarts_left <= 0:
+            self._done = True
+            return
+        self.restarts_left -= 1
+        self.restarts += 1
+        best = self._ranked()
+        kicks = self._kicks(best[0][0], self.initial_population // 2) if best else []
+        points = kicks + self._random_points(self.initial_population - len(kicks), exclude=kicks)
+        if not points and not self._fresh_centres():
+            self._done = True
+            return
+        self._queue_exploration(points)
+
+    def _queue_exploration(self, points: list[Params]) -> None:
+        self._queue = points
+        self._exploring = True
+        self.centres = []
+
+    def _fresh_centres(self) -> list[Params]:
+        """The best `copies` accurate points no path has reached: not a past centre, and more
+        than `radius` parameters away from each."""
+        fresh = [params for params, _ in self._ranked() if all(self._distance(params, c) > self.radius
+                                                                for c in self.past_centres)]
+        return fresh[: self.copies]
+
+    # -- points ----------------------------------------------------------------------
+    def _ranked(self) -> list[Observation]:
+        return sorted((o for o in self._known.values() if o[1].ok), key=lambda o: o[1].objective)
+
+    def _objective(self, point: Params) -> float:
+        known = self._known.get(params_key(point))
+        return known[1].objective if known else float("inf")
+
+    def _distance(self, a: Params, b: Params) -> int:
+        return len(self.space.changed(a, b))
+
+    def _new(self, point: Params, taken: set[str]) -> bool:
+        key = params_key(point)
+        return key not in self._known and key not in taken and not self.was_asked(point)
+
+    def _random_points(self, count: int, exclude: list[Params] = ()) -> list[Params]:
+        points: list[Params] = []
+        taken = {params_key(p) for p in exclude}
+        for _ in range(count * 50):
+            if len(points) >= count:
+                break
+            point = self.space.sample(self.rng)
+            if self._new(point, taken):
+                taken.add(params_key(point))
+                points.append(point)
+        return points
+
+    def _kicks(self, start: Params, count: int) -> list[Params]:
+        """Points `KICK_STEPS` random single-parameter moves from `start`."""
+        points: list[Params] = []
+        taken: set[str] = set()
+        for _ in range(count * 10):
+            if len(points) >= count:
+                break
+            point = start
+            for _step in range(KICK_STEPS):
+                options = self.space.neighbours(point, self.radius)
+                if not options:
+                    break
+                point = self.rng.choice(options)
+            if self._distance(point, start) > self.radius and self._new(point, taken):
+                taken.add(params_key(point))
+                points.append(point)
+        return points
 
     def _neighbours(self, centre: Params) -> list[Params]:
         """The centre's neighbours, capped deterministically (the cap draw is seeded per centre)."""
@@ -123,4 +206,3 @@ def _unique(points: list[Params]) -> list[Params]:
             seen.add(key)
             result.append(point)
     return result
-

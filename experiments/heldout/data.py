@@ -12,6 +12,7 @@ import math
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -111,14 +112,32 @@ def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
 
 
 def strategy_label(session: dict[str, Any]) -> str:
-    """The run's strategy, with its timing target where one of our arms ran under another than
-    the study's (`definition.TIMING_MS`): such a run is reported and judged apart."""
+    """The run's strategy, marked where one of our arms ran under another timing target than the
+    study's (`definition.TIMING_MS`: '@250ms') or ran a strategy whose source has changed since
+    (' (earlier version)'): such a run is reported and judged apart."""
     tags = experiment_tags(session["options"])
     strategy = tags.get("strategy", "?")
+    if tags.get("arm") not in d.OUR_ARMS:
+        return strategy
     timing = session["options"]["timing_target_ms"]  # older records read as the target they ran under
-    if tags.get("arm") in d.OUR_ARMS and timing != d.TIMING_MS:
-        return f"{strategy}@{timing:g}ms"
+    if timing != d.TIMING_MS:
+        strategy = f"{strategy}@{timing:g}ms"
+    if session["options"].get("strategy_source") != _current_source(tags.get("strategy", "?")):
+        strategy += EARLIER
     return strategy
+
+
+EARLIER = " (earlier version)"
+
+
+@lru_cache(maxsize=None)
+def _current_source(strategy: str) -> str | None:
+    from autotune.strategies import UnknownStrategy, strategy_source
+
+    try:
+        return strategy_source(strategy)
+    except UnknownStrategy:
+        return None
 
 
 def study_session_ids(cache: Cache) -> list[int]:
