@@ -186,10 +186,14 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     # evaluator's workers), so it can be seen and cut.
     set_up = {"bind_s": round(bound - started, 2), "strategy_and_seeds_s": round(seeded - bound, 2),
               "evaluator_s": round(time.perf_counter() - seeded, 2)}
+    total = sum(set_up.values())
+    phases = getattr(evaluator, "setup_phases", {})  # inside the evaluator's wait, per worker
+    set_up.update(phases)
     if settings.mode == "gpu":
-        console.print(f"set up in {sum(set_up.values()):.1f} s: kernel bound in {set_up['bind_s']:.1f} s, "
+        within = ", ".join(f"{name.removesuffix('_s').replace('_', ' ')} {s:.1f}" for name, s in phases.items())
+        console.print(f"set up in {total:.1f} s: kernel bound in {set_up['bind_s']:.1f} s, "
                       f"strategy and seeds {set_up['strategy_and_seeds_s']:.1f} s, "
-                      f"evaluator ready in {set_up['evaluator_s']:.1f} s")
+                      f"evaluator ready in {set_up['evaluator_s']:.1f} s" + (f" ({within} s)" if within else ""))
     try:
         journal = open_for_writing(journal_path, request.shipped)
         cache = journal  # reads see the user's rows and the shipped ones

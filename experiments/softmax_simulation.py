@@ -33,8 +33,21 @@ SPACE_SETS = {
     "matmul-epilogue": (("matmul-layernorm", (16384, 512, 1024), "bfloat16"),
                         ("matmul-rmsnorm", (16384, 512, 1024), "bfloat16")),
 }
-STRATEGIES = "random,pattern,tpe,surrogate,evolution"  # gp simulates at ~2 evaluations/s: add it with --strategies
+# gp simulates at ~2 evaluations/s: add it with --strategies.  A strategy may carry options
+# (NAME:KEY=VALUE:...): the pattern search as it was before it restarted when stalled is the
+# second, so the change is judged on these spaces (none of them was used to make it).
+STRATEGIES = "random,pattern,pattern:explore=first:restarts=0,tpe,surrogate,evolution"
 SLOW = {"gp": 3}  # strategies too slow for every repeat: run this many repeats instead
+
+
+def parse_strategy(text: str) -> tuple[str, dict[str, str]]:
+    """'pattern:explore=first:restarts=0' -> ('pattern', {'explore': 'first', 'restarts': '0'}),
+    the options typed by the strategy's table."""
+    from autotune.strategies.options import check_options
+
+    name, *items = text.split(":")
+    options = dict(item.split("=", 1) for item in items)
+    return name, check_options(name, options)
 
 
 def main() -> None:
@@ -65,9 +78,11 @@ def main() -> None:
         recorded = RecordedSpace.from_cache(cache, max(records, key=lambda r: r.evaluations).fingerprint)
         traces, rows = {}, []
         for name in [n for n in args.strategies.split(",") if n]:
-            repeats = min(args.repeats, SLOW.get(name, args.repeats))
+            strategy, options = parse_strategy(name)
+            repeats = min(args.repeats, SLOW.get(strategy, args.repeats))
             started = time.perf_counter()
-            runs = [simulate(name, recorded, budget=args.budget, seed=seed) for seed in range(repeats)]
+            runs = [simulate(strategy, recorded, budget=args.budget, seed=seed, options=options)
+                    for seed in range(repeats)]
             rate = sum(r.evaluations for r in runs) / (time.perf_counter() - started)
             traces[name] = runs
             rows.append(summarise(name, runs, recorded.optimum_ms, args.budget, rate=rate))

@@ -41,7 +41,7 @@ def _set_up(conn) -> bool:
     start = time.monotonic()
     time.sleep(float(os.environ.get("FAKE_GPU_SETUP_S", "0")))
     _log("setup", "-", start)
-    conn.send(("ready",))
+    conn.send(("ready", {"setup_s": round(time.monotonic() - start, 3)}))  # its phases, as a real worker's
     return True
 
 
@@ -95,7 +95,7 @@ def _run(conn, key: str, native: dict[str, Any]) -> None:
 
 
 def bench_target(conn, init) -> None:
-    conn.send(("ready",))
+    conn.send(("ready", {"context_s": 0.25}))
     while True:
         message = conn.recv()
         if message is None:

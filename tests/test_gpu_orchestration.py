@@ -38,6 +38,14 @@ def evaluator():
     gpu.close()
 
 
+def test_the_workers_set_up_phases_are_kept_for_the_session(evaluator):
+    """What each worker reported with its 'ready' (the bench worker's, and the first compile
+    worker's, which the evaluator waits for), under the worker's name."""
+    assert evaluator.setup_phases["bench_context_s"] == 0.25
+    assert set(evaluator.setup_phases) == {"bench_context_s", "compile_setup_s"}
+    assert evaluator.setup_phases["compile_setup_s"] >= 0
+
+
 def test_every_failure_kind_is_classified_and_the_generation_goes_on(evaluator):
     kinds = {"a": "ok", "b": "compile_error", "c": "oor", "d": "hang_compile", "e": "hang_run",
              "f": "crash_compile", "g": "crash_run", "h": "nan", "i": "ok"}

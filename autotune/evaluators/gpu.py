@@ -83,6 +83,10 @@ class GPUEvaluator:
         except BaseException:
             self.close()
             raise
+        # Where the wait went, per worker and phase (recorded with the session's set-up).
+        self.setup_phases = {f"{worker}_{phase}": seconds for worker, source in
+                             (("bench", self._bench), ("compile", self._compilers[0]))
+                             for phase, seconds in source.setup_phases.items()}
         # The other compile workers finish booting while the first configs compile: a
         # generation grants their set-ups like smoke runs, so the first result does not wait
         # for every worker's imports.

@@ -97,6 +97,7 @@ class Worker:
         self.conn: Connection | None = None
         self.state = STOPPED
         self.since = 0.0  # when the current boot stage began (its timeout counts from there)
+        self.setup_phases: dict[str, float] = {}  # seconds per set-up phase, as the worker reported them
 
     def start(self) -> None:
         parent, child = self._ctx.Pipe()
@@ -190,6 +191,7 @@ class Worker:
             self.state = BOOTED
         elif message[0] == "ready":
             self.state = READY
+            self.setup_phases = dict(message[1]) if len(message) > 1 else {}
         else:  # ("setup_failed", text)
             self._fail(f"{self.name} could not set up: {message[1]}")
 

@@ -73,14 +73,37 @@ class _State:
 
         from autotune.kernels.registry import DTYPES
 
+        # Where a worker's set-up goes (seconds per phase), sent with its 'ready': the session
+        # records it, so a slow start can be traced to its phase.
+        self.phases: dict[str, float] = {}
+        mark = _PhaseClock(self.phases)
         self.torch = torch
         self.spec = kernel_for(init)
         self.dtype = DTYPES[init.dtype]
         self.shape = tuple(init.shape)
         self.device = device
+        mark("kernel_s")
+        if device == "cuda":
+            torch.zeros(1, device=device)  # the CUDA context, timed apart from the inputs
+            mark("context_s")
         self.inputs = self.spec.make_inputs(self.shape, self.dtype, device, init.seed)
+        mark("inputs_s")
         self.reference: Any = None
         self.bound = self.spec.helion_kernel.bind(self.inputs) if self.spec.family == "helion" else None
+        mark("bind_s")
+
+
+class _PhaseClock:
+    """Writes the seconds since its last call (or its creation) under each name it is called with."""
+
+    def __init__(self, phases: dict[str, float]) -> None:
+        self.phases = phases
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = round(now - self.last, 3)
+        self.last = now
 
 
 def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False,
@@ -101,14 +124,16 @@ def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False,
     try:
         state = _State(init)
         if then is not None:
+            mark = _PhaseClock(state.phases)
             then(state)
+            mark(f"{getattr(then, '__name__', 'then')}_s")
     except ReferenceMismatch as error:  # the user's reference: one line, no traceback
         conn.send(("setup_failed", str(error)))
         return None
     except BaseException as error:  # noqa: BLE001
         conn.send(("setup_failed", short_error(error, 2000) + "\n" + traceback.format_exc()[-2000:]))
         return None
-    conn.send(("ready",))
+    conn.send(("ready", state.phases))
     return state
 
 
