@@ -61,7 +61,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            f"Regenerated from `{options.db}` (with the shipped data beside it) by "
            "`python -m experiments.heldout.report`. "
            "The shapes were declared in `experiments/heldout/definition.py` before anything was measured on them; "
-           "no seed rule names them and no recorded session of their kernel is at them (`tests/test_heldout.py`)."
+           "no seed rule names them and no recorded session of their kernel is at them (`tests/test_heldout.py`). "
+           f"The pattern search was changed after its runs at the first {len(d.FIRST_SHAPES)} softmax shapes "
+           "(its paths now start from the given configs, and a stalled search restarts): those shapes are no "
+           "longer held out for it, and its runs there before the change are labelled '(earlier version)'. "
+           f"{' and '.join(d.LATER_SHAPES)} were declared after the change, before anything was measured on them: "
+           "they are where the change is judged."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
