@@ -12,6 +12,7 @@ configs as an oracle (see `autotune.simulation.oracle`).  Writes a Markdown repo
     python -m experiments.softmax_simulation                      # 100 repeats, budget 200
     python -m experiments.softmax_simulation --spaces matmul-epilogue --repeats 20
     python -m experiments.softmax_simulation --repeats 10 --out runs/sim
+    python -m experiments.softmax_simulation --strategies pattern,pattern:restarts=0   # with options
 """
 
 from __future__ import annotations
