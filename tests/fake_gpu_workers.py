@@ -8,7 +8,8 @@ With FAKE_GPU_LOG set (inherited by the spawned workers), every step that would 
 in a real worker (a compile worker's set-up and smoke run, a benchmark) appends one line
 "kind key start end" (time.monotonic(), which is system-wide on Linux) to that file, and
 so does each compile ("compile"), so tests can check what overlapped.  FAKE_GPU_SETUP_S
-makes each compile worker's set-up take that long, FAKE_GPU_BOOT_S its imports before that.  Spawned processes import this module
+makes each compile worker's set-up take that long, FAKE_GPU_BOOT_S its imports before that,
+and FAKE_GPU_BENCH_SETUP_S the benchmark worker's set-up ("benchsetup").  Spawned processes import this module
 by name, so it lives in tests/.
 """
 
@@ -95,6 +96,9 @@ def _run(conn, key: str, native: dict[str, Any]) -> None:
 
 
 def bench_target(conn, init) -> None:
+    start = time.monotonic()
+    time.sleep(float(os.environ.get("FAKE_GPU_BENCH_SETUP_S", "0")))
+    _log("benchsetup", "-", start)
     conn.send(("ready", {"context_s": 0.25}))
     while True:
         message = conn.recv()

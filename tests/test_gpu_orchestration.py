@@ -46,6 +46,19 @@ def test_the_workers_set_up_phases_are_kept_for_the_session(evaluator):
     assert evaluator.setup_phases["compile_setup_s"] >= 0
 
 
+def test_the_first_compile_worker_sets_up_beside_the_benchmark_worker(tmp_path, monkeypatch):
+    """The evaluator's start waits for both, but not one after the other: the compile worker's
+    set-up is granted while the benchmark worker's is still running."""
+    log = tmp_path / "gpu.log"
+    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+    monkeypatch.setenv("FAKE_GPU_BENCH_SETUP_S", "1.5")
+    monkeypatch.setenv("FAKE_GPU_SETUP_S", "0.2")
+    fake_evaluator(1).close()
+    intervals = read_log(log)
+    assert len(intervals["benchsetup"]) == 1 and len(intervals["setup"]) == 1
+    assert overlapping(intervals["benchsetup"], intervals["setup"])
+
+
 def test_every_failure_kind_is_classified_and_the_generation_goes_on(evaluator):
     kinds = {"a": "ok", "b": "compile_error", "c": "oor", "d": "hang_compile", "e": "hang_run",
              "f": "crash_compile", "g": "crash_run", "h": "nan", "i": "ok"}

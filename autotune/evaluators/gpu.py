@@ -34,7 +34,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from autotune.evaluators.compile_deadline import CompileDeadline
 from autotune.evaluators.gpu_generation import Generation, result_from_reply
-from autotune.evaluators.gpu_process import SETTING_UP, Worker, WorkerSetupError, worker_context
+from autotune.evaluators.gpu_process import (SETTING_UP, Worker, WorkerSetupError, wait_all_ready,
+                                             worker_context)
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main
 from autotune.evaluators.timing import Timing, TimingOptions
 from autotune.types import Candidate, Result, Status
@@ -78,8 +79,9 @@ class GPUEvaluator:
         for worker in [*self._compilers, self._bench]:
             worker.start()  # they import torch and bind in parallel
         try:
-            self._bench.wait_ready()
-            self._compilers[0].wait_ready()  # fail fast if the kernel cannot be set up at all
+            # The benchmark worker and the first compile worker set up side by side (nothing is
+            # timed yet); failing fast if the kernel cannot be set up at all.
+            wait_all_ready([self._bench, self._compilers[0]])
         except BaseException:
             self.close()
             raise

@@ -204,3 +204,30 @@ class Worker:
     def _fail(self, reason: str) -> None:
         self.kill()
         raise WorkerSetupError(reason)
+
+
+def wait_all_ready(workers: list[Worker], timeout: float = SETUP_TIMEOUT_S) -> None:
+    """Block until every worker is ready, granting each gated one its set-up as soon as it has
+    booted, so their set-ups run side by side rather than one after another: for callers that
+    know the GPU is not being timed (an evaluator starting).  A worker that fails raises, as
+    in `Worker.wait_ready`."""
+    deadline = time.monotonic() + timeout
+    waiting = list(workers)
+    for worker in waiting:
+        if worker.state == STOPPED:
+            worker.start()
+    while waiting:
+        for worker in list(waiting):
+            state = worker.poll()
+            if state == BOOTED:
+                worker.grant_setup()
+            elif state == READY:
+                waiting.remove(worker)
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            late = waiting[0]
+            late.kill()
+            raise WorkerSetupError(f"{late.name} did not start within {timeout:.0f} s")
+        time.sleep(0.01)
+
