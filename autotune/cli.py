@@ -102,7 +102,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     tune.add_argument("--compile-workers", type=_positive_int, default=None)
     tune.add_argument("--compile-timeout", type=_positive_float, default=60.0,
                       help="seconds a config may compile; once 16 configs compiled, the limit tightens to "
-                           "--compile-timeout-factor times their median (at least 10 s)")
+                           "--compile-timeout-factor times their median (at least 5 s)")
     tune.add_argument("--compile-timeout-factor", type=_positive_float, default=10.0,
                       help="see --compile-timeout; inf keeps --compile-timeout for every config")
     tune.add_argument("--run-timeout", type=_positive_float, default=30.0,

@@ -3,7 +3,7 @@ what does it lose?
 
 A generation waits for its slowest compile, so each config that runs into the 60 s compile
 limit holds its whole generation.  By default, once 16 configs have compiled, the limit
-becomes 10x their median compile time (at least 10 s, at most `--compile-timeout`;
+becomes 10x their median compile time (at least 5 s, at most `--compile-timeout`;
 `--compile-timeout-factor`).
 
 On a GPU machine this runs two random-search sessions with the same seed (so the same configs,

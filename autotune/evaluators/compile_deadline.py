@@ -6,6 +6,10 @@ holds its whole generation for 60 s (on the H100, a random session of the Helion
 generations of 16 spent 241 of its 256 s in the four generations that waited for one).  In the recorded spaces (six kernels, some
 17,000 configs) no config that compiled in over 10x its space's median compile time came within
 20% of the best, and the configs within 5% of the best compiled in under 5x the median.
+
+The floor is what a hang costs where the median is short (compile caches make it so): 5 s.
+No config within 5% of its session's best compiled for longer than 4 s in any recorded GPU
+session (`python -m experiments.compile_floor`, report in experiments/reports/compile_floor.md).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ class CompileDeadline:
 
     limit_s: float
     factor: float = 10.0
-    floor_s: float = 10.0
+    floor_s: float = 5.0
     warmup: int = 16
     _compiled_s: list[float] = field(default_factory=list, repr=False)
 
