@@ -145,15 +145,7 @@ class Worker:
         is not being timed.  A stopped or dead worker is started first."""
         if self.state == STOPPED or not self.alive() and (self.state == READY or not self.conn.poll(0)):
             self.restart()  # a dead worker's last words (a set-up failure) are read below instead
-        deadline = time.monotonic() + timeout
-        while self.poll() != READY:
-            if self.state == BOOTED:
-                self.grant_setup()
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._fail(f"{self.name} did not start within {timeout:.0f} s")
-            self.conn.poll(min(remaining, 1.0))
+        wait_all_ready([self], timeout)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.is_alive()
@@ -208,15 +200,14 @@ class Worker:
 
 def wait_all_ready(workers: list[Worker], timeout: float = SETUP_TIMEOUT_S) -> None:
     """Block until every worker is ready, granting each gated one its set-up as soon as it has
-    booted, so their set-ups run side by side rather than one after another: for callers that
-    know the GPU is not being timed (an evaluator starting).  A worker that fails raises, as
-    in `Worker.wait_ready`."""
+    booted, so several set-ups run side by side rather than one after another: for callers that
+    know the GPU is not being timed (an evaluator starting).  A worker that dies, fails or
+    overruns raises WorkerSetupError (the process killed)."""
+    from multiprocessing.connection import wait
+
     deadline = time.monotonic() + timeout
     waiting = list(workers)
-    for worker in waiting:
-        if worker.state == STOPPED:
-            worker.start()
-    while waiting:
+    while True:
         for worker in list(waiting):
             state = worker.poll()
             if state == BOOTED:
@@ -225,9 +216,7 @@ def wait_all_ready(workers: list[Worker], timeout: float = SETUP_TIMEOUT_S) -> N
                 waiting.remove(worker)
         if not waiting:
             return
-        if time.monotonic() > deadline:
-            late = waiting[0]
-            late.kill()
-            raise WorkerSetupError(f"{late.name} did not start within {timeout:.0f} s")
-        time.sleep(0.01)
-
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            waiting[0]._fail(f"{waiting[0].name} did not start within {timeout:.0f} s")
+        wait([w.conn for w in waiting if w.conn is not None], timeout=min(remaining, 1.0))

@@ -111,6 +111,9 @@ def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
     return found
 
 
+EARLIER = " (earlier version)"  # the label of a run of a strategy whose source has changed since
+
+
 def strategy_label(session: dict[str, Any]) -> str:
     """The run's strategy, marked where one of our arms ran under another timing target than the
     study's (`definition.TIMING_MS`: '@250ms') or ran a strategy whose source has changed since
@@ -125,9 +128,6 @@ def strategy_label(session: dict[str, Any]) -> str:
     if session["options"].get("strategy_source") != _current_source(tags.get("strategy", "?")):
         strategy += EARLIER
     return strategy
-
-
-EARLIER = " (earlier version)"
 
 
 @lru_cache(maxsize=None)
