@@ -25,7 +25,6 @@ import json
 import math
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -109,22 +108,17 @@ def cell_sessions(cache: Any, cell: Cell, formulation: str) -> list[dict[str, An
                    and s["shape"] == cell.dims and s["dtype"] == cell.dtype), key=lambda s: s["id"])
 
 
-@lru_cache(maxsize=None)
-def current_source(kernel: str) -> str:
-    """The registered kernel's source hash now: a session's time counts only if it measured this."""
-    from autotune.kernels import get_kernel
+def by_source(cache: Any, sessions: list[Session]) -> tuple[list[Session], list[Session]]:
+    """The sessions whose space measured their kernel's present source, and the others (an earlier
+    source, or no space recorded): a changed kernel's old times must not pass for the current kernel's."""
+    from autotune.kernels import present_source_hash
 
-    return get_kernel(kernel).source_hash()
-
-
-def by_source(cache: Any, sessions: list[Session], source: str) -> tuple[list[Session], list[Session]]:
-    """The sessions whose space measured `source`, and the others (an earlier source, or no space
-    recorded): a changed kernel's old times must not pass for the current kernel's."""
     current: list[Session] = []
     older: list[Session] = []
     for session in sessions:
         space = cache.get_space(session["space_fingerprint"])
-        (current if space is not None and space.source_hash == source else older).append(session)
+        present = space is not None and space.source_hash == present_source_hash(session["kernel"])
+        (current if present else older).append(session)
     return current, older
 
 
@@ -133,7 +127,7 @@ def is_recorded(cache: Any, cell: Cell, formulation: str) -> bool:
     (what a continued run skips)."""
     from autotune.fixed_list import is_finished
 
-    sessions, _ = by_source(cache, cell_sessions(cache, cell, formulation), current_source(cell.kernel(formulation)))
+    sessions, _ = by_source(cache, cell_sessions(cache, cell, formulation))
     return any(is_finished(s) and s["evaluations"] > 0 for s in sessions)
 
 
@@ -212,7 +206,7 @@ def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
                            "why": pick.why}
     sessions = {f: cell_sessions(cache, cell, f) for f in FORMULATIONS}
     for formulation in FORMULATIONS:
-        current, older = by_source(cache, sessions[formulation], current_source(cell.kernel(formulation)))
+        current, older = by_source(cache, sessions[formulation])
         ms, config = best_of(cache, current)
         row[f"{formulation}_ms"], row[f"{formulation}_config"] = ms, config
         row[f"{formulation}_sessions"] = [s["id"] for s in current]
@@ -234,7 +228,7 @@ def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
     row["pick_within_5pct"] = (pick_ms is not None and pick_ms <= (1 + NEAR) * row["best_ms"]) if both else None
     # the rule's tiled seed as the formulation run gave it (recorded with its session, so a later
     # change of the rule does not rewrite what was measured) against the tiled family's best
-    current_tiled = by_source(cache, sessions["tiled"], current_source(cell.kernel("tiled")))[0]
+    current_tiled = by_source(cache, sessions["tiled"])[0]
     seed = recorded_seed(current_tiled)
     row["seed"] = seed
     row["seed_ms"] = seed_ms(cache, current_tiled, seed) if seed else None

@@ -6,7 +6,8 @@ command line can validate a kernel name, shape and dtype (`autotune.kernels.name
 
 from typing import Any
 
-_REGISTRY_NAMES = ("DTYPES", "Kernel", "all_kernels", "dtype_name", "get_kernel", "parse_dtype", "register")
+_REGISTRY_NAMES = ("DTYPES", "Kernel", "all_kernels", "dtype_name", "get_kernel", "parse_dtype",
+                   "present_source_hash", "register")
 _NAMES = ("UnknownKernel", "parse_shape")
 
 __all__ = sorted(_REGISTRY_NAMES + _NAMES)

@@ -6,7 +6,6 @@ same shape and method, the latest finished one is used.
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,20 +257,11 @@ def _space(cache: Cache, session: dict[str, Any]) -> Any:
     return record.space if record else None
 
 
-@functools.lru_cache(maxsize=None)
-def present_source_hash(kernel: str) -> str | None:
-    """The hash of a built-in kernel's source as it is now (None for a kernel no longer built in)."""
-    from autotune.kernels import UnknownKernel, get_kernel
-
-    try:
-        return get_kernel(kernel).source_hash()
-    except UnknownKernel:
-        return None
-
-
 def _earlier_source(cache: Cache, session: dict[str, Any]) -> bool:
     """Whether the session measured another version of its kernel's source than the present one,
     so that re-running it (`--again`) may give other figures."""
+    from autotune.kernels import present_source_hash
+
     record = cache.get_space(session["space_fingerprint"])
     present = present_source_hash(session["kernel"])
     return record is not None and present is not None and record.source_hash != present
