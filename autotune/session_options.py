@@ -42,6 +42,7 @@ class SessionOptions(Mapping):
     slow_factor: float = 3.0
     compile_timeout_factor: float = 10.0
     build_ahead: bool | None = None  # GPU sessions: whether the benchmark worker built the next config ahead
+    early_setups: bool | None = None  # GPU sessions: whether all compile workers set up at the evaluator's start
     fresh: bool = False
     generation_size: int | None = None
     workers: str | None = None

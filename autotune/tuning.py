@@ -206,6 +206,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
             compile_timeout_factor=request.compile_timeout_factor, set_up=set_up,
             build_ahead=_builds_ahead() if settings.mode == "gpu" else None,
+            early_setups=_early_setups() if settings.mode == "gpu" else None,
             experiment=dict(request.experiment), workers=request.workers,
             replay=getattr(evaluator, "replay_note", None))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
@@ -238,6 +239,13 @@ def _builds_ahead() -> bool:
     from autotune.evaluators import gpu_generation
 
     return gpu_generation.BUILD_AHEAD
+
+
+def _early_setups() -> bool:
+    """Whether every compile worker set up at the evaluator's start (recorded for the same reason)."""
+    from autotune.evaluators import gpu
+
+    return gpu.EARLY_SETUPS
 
 
 def _start(make_evaluator: Any) -> Any:

@@ -59,6 +59,30 @@ def test_the_first_compile_worker_sets_up_beside_the_benchmark_worker(tmp_path, 
     assert overlapping(intervals["benchsetup"], intervals["setup"])
 
 
+@pytest.mark.parametrize("early", [True, False])
+def test_the_other_compile_workers_set_up_at_the_start_unless_switched_off(tmp_path, monkeypatch, early):
+    """Early set-ups (the default): every compile worker is granted its set-up while the
+    benchmark worker sets up, instead of when the first generation needs it, where their set-ups
+    held the first timing back.  Switched off, the first generation grants them."""
+    from autotune.evaluators import gpu
+
+    log = tmp_path / "gpu.log"
+    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+    monkeypatch.setenv("FAKE_GPU_BENCH_SETUP_S", "2.0" if early else "0")  # time for the others to boot
+    monkeypatch.setattr(gpu, "EARLY_SETUPS", early)
+    evaluator = fake_evaluator(3)
+    ready = time.monotonic()
+    try:
+        results = list(evaluator.evaluate([candidate(f"c{i}", compile_s=0.05) for i in range(6)]))
+    finally:
+        evaluator.close()
+    assert [r.status for r in results] == [Status.OK] * 6
+    setups = read_log(log)["setup"]
+    assert len(setups) == 3
+    # the first compile worker is always waited for; the other two set up before the start returned, or after
+    assert sum(start < ready for _, start, _ in setups) == (3 if early else 1)
+
+
 def test_every_failure_kind_is_classified_and_the_generation_goes_on(evaluator):
     kinds = {"a": "ok", "b": "compile_error", "c": "oor", "d": "hang_compile", "e": "hang_run",
              "f": "crash_compile", "g": "crash_run", "h": "nan", "i": "ok"}

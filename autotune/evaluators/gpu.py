@@ -42,7 +42,10 @@ from autotune.types import Candidate, Result, Status
 
 BASELINE_TIMEOUT_S = 600.0  # torch.compile's first call compiles with inductor
 COPY_BASELINE = "device copy"
-CLOSE_WAIT_S = 5.0  # how long closing waits for all workers to exit by themselves before killing them
+CLOSE_WAIT_S = 5.0
+# AUTOTUNE_EARLY_SETUPS=0: the compile workers other than the first set up only when a generation
+# grants it (the behaviour before, for measuring what setting them up at the start saves).
+EARLY_SETUPS = os.environ.get("AUTOTUNE_EARLY_SETUPS", "1") != "0"  # how long closing waits for all workers to exit by themselves before killing them
 
 
 def default_compile_workers(cores: int | None = None) -> int:
@@ -80,8 +83,11 @@ class GPUEvaluator:
             worker.start()  # they import torch and bind in parallel
         try:
             # The benchmark worker and the first compile worker set up side by side (nothing is
-            # timed yet); failing fast if the kernel cannot be set up at all.
-            wait_all_ready([self._bench, self._compilers[0]])
+            # timed yet), failing fast if the kernel cannot be set up at all.  The other compile
+            # workers are granted their set-ups meanwhile too (EARLY_SETUPS) but not waited for:
+            # granted later, by the first generation, their set-ups held its first timing back.
+            wait_all_ready([self._bench, self._compilers[0]],
+                           also_set_up=self._compilers[1:] if EARLY_SETUPS else ())
         except BaseException:
             self.close()
             raise
@@ -89,9 +95,8 @@ class GPUEvaluator:
         self.setup_phases = {f"{worker}_{phase}": seconds for worker, source in
                              (("bench", self._bench), ("compile", self._compilers[0]))
                              for phase, seconds in source.setup_phases.items()}
-        # The other compile workers finish booting while the first configs compile: a
-        # generation grants their set-ups like smoke runs, so the first result does not wait
-        # for every worker's imports.
+        # A compile worker not yet booted by then is granted its set-up by the first generation
+        # that needs it, like a smoke run.
 
     # -- the protocol --------------------------------------------------------------
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:

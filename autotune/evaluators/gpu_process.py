@@ -14,7 +14,7 @@ import os
 import time
 from contextlib import AbstractContextManager, contextmanager
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 SETUP_TIMEOUT_S = 300.0
 
@@ -198,15 +198,19 @@ class Worker:
         raise WorkerSetupError(reason)
 
 
-def wait_all_ready(workers: list[Worker], timeout: float = SETUP_TIMEOUT_S) -> None:
+def wait_all_ready(workers: list[Worker], timeout: float = SETUP_TIMEOUT_S, *,
+                   also_set_up: Sequence[Worker] = ()) -> None:
     """Block until every worker is ready, granting each gated one its set-up as soon as it has
     booted, so several set-ups run side by side rather than one after another: for callers that
     know the GPU is not being timed (an evaluator starting).  A worker that dies, fails or
-    overruns raises WorkerSetupError (the process killed)."""
+    overruns raises WorkerSetupError (the process killed).  The gated workers of `also_set_up`
+    are granted their set-ups too as they boot meanwhile, but not waited for; one that fails is
+    left stopped, for its next user to start again."""
     from multiprocessing.connection import wait
 
     deadline = time.monotonic() + timeout
     waiting = list(workers)
+    extra = [w for w in also_set_up if w not in waiting]
     while True:
         for worker in list(waiting):
             state = worker.poll()
@@ -214,9 +218,19 @@ def wait_all_ready(workers: list[Worker], timeout: float = SETUP_TIMEOUT_S) -> N
                 worker.grant_setup()
             elif state == READY:
                 waiting.remove(worker)
+        for worker in list(extra):
+            try:
+                state = worker.poll()
+                if state == BOOTED:
+                    worker.grant_setup()
+            except WorkerSetupError:
+                state = STOPPED
+            if state != BOOTING:
+                extra.remove(worker)  # granted (its set-up runs on), ready or failed: no longer ours
         if not waiting:
             return
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             waiting[0]._fail(f"{waiting[0].name} did not start within {timeout:.0f} s")
-        wait([w.conn for w in waiting if w.conn is not None], timeout=min(remaining, 1.0))
+        conns = [w.conn for w in [*waiting, *extra] if w.conn is not None]
+        wait(conns, timeout=min(remaining, 1.0))
