@@ -19,6 +19,7 @@ from rich.table import Table
 from autotune.cache_schema import CacheError
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.databases import open_for_reading
+from autotune.device import gpu_device_present
 from autotune.errors import UserError
 from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 
@@ -195,6 +196,10 @@ def cmd_tune(args: argparse.Namespace, console: Console) -> int:
     from autotune.precheck import check_tune
 
     options = check_tune(args)  # refusals that need no kernel answer before torch is imported
+    if not (args.replay or args.interpret or args.workers) and gpu_device_present():
+        from autotune.evaluators.gpu_process import warm_workers
+
+        warm_workers()  # the workers' imports (seconds) start now, beside this process's own
     from autotune.tuning import TuneRequest, run_tune
 
     if args.interpret:  # Triton decides at @triton.jit time, so before the kernel's file is loaded

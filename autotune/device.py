@@ -10,6 +10,7 @@ one part measure while another fingerprints as 'cpu'.  Here any failure to query
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 NO_GPU = "cpu"  # the device name recorded where there is no GPU
@@ -34,6 +35,12 @@ def gpu_count() -> int:
         return torch.cuda.device_count() if torch.cuda.is_available() else 0
     except Exception:  # noqa: BLE001 - a driver that cannot be queried is no GPU
         return 0
+
+
+def gpu_device_present() -> bool:
+    """Whether an NVIDIA driver is loaded here, asked without importing torch: a guess made
+    before anything heavy is imported (gpu_available() is the answer)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
 
 
 def gpu_available() -> bool:

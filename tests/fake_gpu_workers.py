@@ -9,7 +9,8 @@ in a real worker (a compile worker's set-up and smoke run, a benchmark) appends 
 "kind key start end" (time.monotonic(), which is system-wide on Linux) to that file, and
 so does each compile ("compile"), so tests can check what overlapped.  FAKE_GPU_SETUP_S
 makes each compile worker's set-up take that long, FAKE_GPU_BOOT_S its imports before that,
-and FAKE_GPU_BENCH_SETUP_S the benchmark worker's set-up ("benchsetup").  Spawned processes import this module
+and FAKE_GPU_BENCH_CONTEXT_S and FAKE_GPU_BENCH_SETUP_S the benchmark worker's CUDA context
+("benchcontext", reported as the real worker reports its phases) and the rest of its set-up ("benchsetup").  Spawned processes import this module
 by name, so it lives in tests/.
 """
 
@@ -40,6 +41,7 @@ def _set_up(conn) -> bool:
     if conn.recv() is None:
         return False
     start = time.monotonic()
+    conn.send(("phase", "context_s", 0.0))
     time.sleep(float(os.environ.get("FAKE_GPU_SETUP_S", "0")))
     _log("setup", "-", start)
     conn.send(("ready", {"setup_s": round(time.monotonic() - start, 3)}))  # its phases, as a real worker's
@@ -97,6 +99,9 @@ def _run(conn, key: str, native: dict[str, Any]) -> None:
 
 def bench_target(conn, init) -> None:
     start = time.monotonic()
+    time.sleep(float(os.environ.get("FAKE_GPU_BENCH_CONTEXT_S", "0")))
+    _log("benchcontext", "-", start)
+    conn.send(("phase", "context_s", round(time.monotonic() - start, 3)))  # as the real worker reports it
     time.sleep(float(os.environ.get("FAKE_GPU_BENCH_SETUP_S", "0")))
     _log("benchsetup", "-", start)
     conn.send(("ready", {"context_s": 0.25}))

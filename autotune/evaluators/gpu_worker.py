@@ -68,15 +68,17 @@ def build_runner(spec: Any, bound: Any, native: dict[str, Any]) -> Callable[[tup
 
 
 class _State:
-    def __init__(self, init: WorkerInit, device: str = "cuda") -> None:
+    def __init__(self, init: WorkerInit, device: str = "cuda",
+                 on_phase: Callable[[str, float], None] | None = None) -> None:
         import torch
 
         from autotune.kernels.registry import DTYPES
 
         # Where a worker's set-up goes (seconds per phase), sent with its 'ready': the session
-        # records it, so a slow start can be traced to its phase.
+        # records it, so a slow start can be traced to its phase.  `on_phase` hears each phase
+        # as it ends (the parent starts other workers' set-ups once this one has its context).
         self.phases: dict[str, float] = {}
-        mark = _PhaseClock(self.phases)
+        mark = _PhaseClock(self.phases, on_phase)
         self.torch = torch
         self.spec = kernel_for(init)
         self.dtype = DTYPES[init.dtype]
@@ -96,14 +98,17 @@ class _State:
 class _PhaseClock:
     """Writes the seconds since its last call (or its creation) under each name it is called with."""
 
-    def __init__(self, phases: dict[str, float]) -> None:
+    def __init__(self, phases: dict[str, float], on_phase: Callable[[str, float], None] | None = None) -> None:
         self.phases = phases
+        self.on_phase = on_phase
         self.last = time.perf_counter()
 
     def __call__(self, name: str) -> None:
         now = time.perf_counter()
         self.phases[name] = round(now - self.last, 3)
         self.last = now
+        if self.on_phase is not None:
+            self.on_phase(name, self.phases[name])
 
 
 def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False,
@@ -122,7 +127,7 @@ def _setup(conn: Connection, init: WorkerInit, *, gated: bool = False,
         if conn.recv() is None:
             return None
     try:
-        state = _State(init)
+        state = _State(init, on_phase=lambda name, seconds: conn.send(("phase", name, seconds)))
         if then is not None:
             mark = _PhaseClock(state.phases)
             then(state)
