@@ -340,7 +340,7 @@ def _fake_run(requests: list) -> Callable[[Any], Any]:
         task = bind_live(get_kernel(request.kernel), tuple(map(int, request.shape.split("x"))), torch.float16, "cpu")
         cache = Cache.open(request.db, create=True)
         options = SessionOptions(seed_from=request.seed_from, fresh=request.fresh, experiment=dict(request.experiment),
-                                 timing_target_ms=request.timing_target_ms)
+                                 timing_target_ms=request.timing_target_ms, early_setups=request.seed % 2 == 1)
         try:
             return Session(task, FakeEvaluator(hashed_cost), get_strategy("random")(task.space, seed=request.seed),
                            SessionSettings("random", request.seed, 2, mode="gpu"), cache, options=options).run()
@@ -513,3 +513,5 @@ def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
     (summary,) = analysis.summarise(runs, problems=(problem,))
     text = "\n".join(heldout_report_module.problem_section(summary))
     assert "Compile caches empty at the run's start: 2 of 2 runs." in text
+    assert [r.early_setups for r in runs] == [True, False]  # as each session recorded it (seeds 1 and 2 here)
+    assert "every compile worker set up at the evaluator's start: 1 of 2 (the others" in text

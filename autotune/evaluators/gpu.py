@@ -42,10 +42,10 @@ from autotune.types import Candidate, Result, Status
 
 BASELINE_TIMEOUT_S = 600.0  # torch.compile's first call compiles with inductor
 COPY_BASELINE = "device copy"
-CLOSE_WAIT_S = 5.0
+CLOSE_WAIT_S = 5.0  # how long closing waits for all workers to exit by themselves before killing them
 # AUTOTUNE_EARLY_SETUPS=0: the compile workers other than the first set up only when a generation
 # grants it (the behaviour before, for measuring what setting them up at the start saves).
-EARLY_SETUPS = os.environ.get("AUTOTUNE_EARLY_SETUPS", "1") != "0"  # how long closing waits for all workers to exit by themselves before killing them
+EARLY_SETUPS = os.environ.get("AUTOTUNE_EARLY_SETUPS", "1") != "0"
 
 
 def default_compile_workers(cores: int | None = None) -> int:

@@ -56,6 +56,7 @@ class Run:
     default_ms: float | None = None
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
     fresh_caches: bool = False  # compiled into empty caches of its own (runner.fresh_compile_caches)
+    early_setups: bool = False  # ours: every compile worker set up at the evaluator's start (gpu.EARLY_SETUPS)
     evaluations: int = 0
     searched: int = 0  # rows of the search itself (the final re-timing left out)
     helion_configs: int | None = None  # Helion quick: configs its search timed
@@ -192,7 +193,8 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               setup_s=since(session["started"]), session_s=since(session["ended"]),
               wall_s=since(max((r.created for r in search if r.created is not None), default=None)),
               final_ms=None, best_origin="?", evaluations=session["evaluations"], searched=len(search),
-              cache_from=tuple(tags.get("cache_from", ())), fresh_caches=tags.get("compile_caches") == d.FRESH_CACHES)
+              cache_from=tuple(tags.get("cache_from", ())), fresh_caches=tags.get("compile_caches") == d.FRESH_CACHES,
+              early_setups=bool(session["options"].get("early_setups")))
     run.default_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default")
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)

@@ -122,6 +122,12 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     lines.append(f"Compile caches empty at the run's start: {fresh} of {len(runs)} runs"
                  + ("." if fresh == len(runs) else " (the others could find configs that an earlier run on the same "
                                                   "machine had compiled)."))
+    ours = [r for r in runs if r.arm != d.HELION_QUICK]
+    if ours:
+        early = sum(r.early_setups for r in ours)
+        lines.append(f"Our runs with every compile worker set up at the evaluator's start: {early} of {len(ours)}"
+                     + ("." if early == len(ours) else " (the others set their compile workers up when the first "
+                                                       "generation needed them, which held its first timing back)."))
     lines += ["", "| arm | runs | wall s | set-up s | configs/s | s to 2% of best | configs to 2% of best "
                   "| s to 2% of Helion quick | final µs | final / Helion | wall / Helion | best from | started from "
                   "| sessions |",
