@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.softmax_study import definition as d
+from experiments.softmax_study.report import EARLIER_SOURCE_MARK
 
 NEW_KERNEL = "softmax-resident"
 REPORT_NAME = "long_rows"
@@ -38,11 +39,12 @@ def summarise(db: Path, dtype: str = "float16") -> list[dict[str, Any]]:
     for result in results:
         if not result.copy_ms:
             continue
-        rows = [{"method": row.method, "ms": row.median_ms, "of_copy": result.copy_ms / row.median_ms,
-                 "tuned": row.tuned, "session": row.session_id, "config": row.native}
+        rows = [{"method": row.method + (EARLIER_SOURCE_MARK if row.earlier_source else ""), "ms": row.median_ms,
+                 "of_copy": result.copy_ms / row.median_ms, "tuned": row.tuned, "session": row.session_id,
+                 "config": row.native, "earlier_source": row.earlier_source}
                 for row in sorted(result.rows, key=lambda r: r.median_ms)]
         tuned = [r for r in rows if r["tuned"]]
-        without_new = [r for r in tuned if r["method"] != d.method_of(NEW_KERNEL)]
+        without_new = [r for r in tuned if not r["method"].startswith(d.method_of(NEW_KERNEL))]
         best = tuned[0] if tuned else None
         shapes.append({
             "shape": result.label, "long_row": result.label in d.LONG_ROWS, "copy_ms": result.copy_ms,
@@ -76,6 +78,9 @@ def render(shapes: list[dict[str, Any]]) -> str:
                      "-" if s["met"] is None else ("met" if s["met"] else "not met")]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    if any(r["earlier_source"] for s in shapes for r in s["rows"]):
+        lines += [f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier version of the kernel's source than the present "
+                  "one (re-run the softmax study's long rows for that method with `--again` to measure it anew).", ""]
     lines += ["## Every method", ""]
     for s in shapes:
         lines.append(f"- **{s['shape']}** (copy {s['copy_ms']:.4f} ms): " + "; ".join(

@@ -48,3 +48,10 @@ def test_the_script_prints_one_row_per_kernel_and_refuses_unknown_ones(capsys, t
     assert "| softmax-triton | default | 2 |" in out
     assert main(["--kernels", "no-such-kernel"]) == 2
     assert "unknown kernel" in capsys.readouterr().err
+
+
+def test_softmax_resident_keeps_sixteen_byte_loads_when_a_row_is_shared_out_evenly():
+    """100000 = 13 pieces of 7696 (not 12 of 8192 and 1696): a runtime width, still 16-byte loads."""
+    config = {"CHUNK": 8192, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}
+    assert _widest_load("softmax-resident", (8, 100000), config) == 16
+

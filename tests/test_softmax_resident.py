@@ -93,3 +93,24 @@ def test_a_row_with_more_pieces_than_can_wait_together_is_refused_before_launch(
     x = torch.zeros((1, 1024 * MAX_PIECES + 1))
     with pytest.raises(ValueError, match="pieces"):
         get_kernel("softmax-resident").triton_launch({"CHUNK": 1024, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}, x)
+
+
+def test_a_row_is_shared_out_evenly_between_pieces_none_empty_none_wider_than_chunk():
+    """The pieces the launch cuts (they wait for each other, so only a GPU runs more than one):
+    every column in exactly one piece, each piece a multiple of 16 wide and at most CHUNK, and
+    no piece empty (its max would be -inf and the row NaN); the last, which takes what is left,
+    short of the others by under 16 columns a piece (cut CHUNK-wide, 100000 left 1696 of 8192)."""
+    import triton
+
+    from autotune.kernels.softmax_resident import even_piece_width
+
+    for chunk in (1024, 4096, 8192, 32768):
+        for n_cols in (*range(1, 3000, 37), 8192, 8193, 100000, 100001, 262144, 130049, 101000, chunk * 128 - 1):
+            width = even_piece_width(n_cols, triton.cdiv(n_cols, chunk))
+            pieces = triton.cdiv(n_cols, width)
+            assert width % 16 == 0 and width <= chunk and pieces <= triton.cdiv(n_cols, chunk)
+            sizes = [min(width, n_cols - p * width) for p in range(pieces)]
+            assert sum(sizes) == n_cols and min(sizes) > 0, (chunk, n_cols)
+            assert sizes[-1] > width - 16 * pieces, (chunk, n_cols, sizes[-1], width)
+    assert even_piece_width(100000, 13) == 7696
+
