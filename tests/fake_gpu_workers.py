@@ -10,8 +10,8 @@ in a real worker (a compile worker's set-up and smoke run, a benchmark) appends 
 so does each compile ("compile"), so tests can check what overlapped.  FAKE_GPU_SETUP_S
 makes each compile worker's set-up take that long, FAKE_GPU_BOOT_S its imports before that,
 and FAKE_GPU_BENCH_CONTEXT_S and FAKE_GPU_BENCH_SETUP_S the benchmark worker's CUDA context
-("benchcontext", reported as the real worker reports its phases) and the rest of its set-up ("benchsetup").  Spawned processes import this module
-by name, so it lives in tests/.
+("benchcontext", reported as the real worker reports its phases) and the rest of its set-up
+("benchsetup").  Spawned processes import this module by name, so it lives in tests/.
 """
 
 from __future__ import annotations

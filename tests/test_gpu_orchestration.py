@@ -61,10 +61,10 @@ def test_the_first_compile_worker_sets_up_beside_the_benchmark_worker(tmp_path, 
 
 @pytest.mark.parametrize("early", [True, False])
 def test_the_other_compile_workers_set_up_at_the_start_unless_switched_off(tmp_path, monkeypatch, early):
-    """Early set-ups (the default): every compile worker is granted its set-up while the
-    benchmark worker sets up, instead of when the first generation needs it, where their set-ups
-    held the first timing back, once the workers waited for have their CUDA contexts (made all
-    at once, the driver made theirs last).  Switched off, the first generation grants them."""
+    """Early set-ups (the default): the compile workers not waited for are granted their set-ups
+    while the evaluator starts, as soon as the workers it waits for have their CUDA contexts (the
+    driver makes contexts one after another), not when the first generation needs them (their
+    set-ups then held its first timing back).  Switched off, the first generation grants them."""
     from autotune.evaluators import gpu
 
     log = tmp_path / "gpu.log"

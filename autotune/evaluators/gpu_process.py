@@ -213,9 +213,9 @@ def wait_all_ready(workers: list[Worker], timeout: float = SETUP_TIMEOUT_S, *,
     know the GPU is not being timed (an evaluator starting).  A worker that dies, fails or
     overruns raises WorkerSetupError (the process killed).  The gated workers of `also_set_up`
     are granted their set-ups too, but not waited for, once every waited worker has its CUDA
-    context: contexts created all at once are created one after another by the driver, and the
-    waited workers' came last (1.5-1.9 s instead of 0.2 s beside 14 others on an H100).  One
-    that fails is left stopped, for its next user to start again."""
+    context: the driver makes contexts asked for at once one after another, so granted at once
+    the waited workers' could come last.  One that fails is left stopped, for its next user to
+    start again."""
     from multiprocessing.connection import wait
 
     deadline = time.monotonic() + timeout
