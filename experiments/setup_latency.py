@@ -28,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ REPORTS = REPO / "experiments" / "reports"
 RESULTS = REPORTS / "setup_latency.json"
 VARIANTS = {"set up when first needed": "0", "early set-ups": "1"}  # name -> AUTOTUNE_EARLY_SETUPS
 FIRST_RESULTS = 16  # "first generation": the time by which this many configs were measured
-COMPILE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
 
 
 def command(args: argparse.Namespace) -> list[str]:
@@ -50,11 +48,12 @@ def command(args: argparse.Namespace) -> list[str]:
 
 def run_once(args: argparse.Namespace, variant: str) -> dict[str, Any]:
     """One command in empty compile caches; its times from the command's start."""
-    with tempfile.TemporaryDirectory(prefix="setup-latency-") as caches:
-        env = {**os.environ, "AUTOTUNE_EARLY_SETUPS": VARIANTS[variant],
-               **{name: str(Path(caches) / name.lower()) for name in COMPILE_CACHES}}
+    from autotune.evaluators.gpu_process import fresh_compile_caches
+
+    with fresh_compile_caches():
         started = time.time()
-        subprocess.run(command(args), check=True, cwd=REPO, env=env)
+        subprocess.run(command(args), check=True, cwd=REPO,
+                       env={**os.environ, "AUTOTUNE_EARLY_SETUPS": VARIANTS[variant]})
         ended = time.time()
     return {"variant": variant, **measured(args.db, started), "command_s": round(ended - started, 2)}
 

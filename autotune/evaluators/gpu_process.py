@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 import time
 from contextlib import AbstractContextManager, contextmanager
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 SETUP_TIMEOUT_S = 300.0
@@ -71,6 +73,22 @@ def environment_for_workers(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+# Compiled kernels outlive a process in on-disk caches (Triton's, and inductor's for the modules
+# Helion generates): a session after another at the same shape finds the configs the earlier one
+# compiled already built.  Measurements of how long tuning takes (the held-out study, start-up
+# latency) compile into empty caches of their own instead, as a first run on a fresh machine would.
+COMPILE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+
+
+@contextmanager
+def fresh_compile_caches() -> Iterator[Path]:
+    """Empty compile caches for the workers (and processes) started inside; the environment is
+    restored, and the caches removed, after."""
+    with tempfile.TemporaryDirectory(prefix="compile-caches-") as folder, \
+            environment_for_workers({name: str(Path(folder) / name.lower()) for name in COMPILE_CACHES}):
+        yield Path(folder)
 
 
 def warm_workers() -> None:

@@ -55,7 +55,7 @@ class Run:
     rule_ms: float | None = None  # the fastest of the rules' own seeds among them (Helion's compiler seeds aside)
     default_ms: float | None = None
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
-    fresh_caches: bool = False  # compiled into empty caches of its own (runner.fresh_compile_caches)
+    fresh_caches: bool = False  # compiled into empty caches of its own (gpu_process.fresh_compile_caches)
     early_setups: bool = False  # ours: every compile worker set up at the evaluator's start (gpu.EARLY_SETUPS)
     evaluations: int = 0
     searched: int = 0  # rows of the search itself (the final re-timing left out)

@@ -80,7 +80,7 @@ SECONDS = 40.0
 # default does not change the study.  Runs recorded under another target are kept apart: their
 # strategy is labelled with it ('pattern@250ms'), and they are judged as a strategy of their own.
 TIMING_MS = 25.0
-# The tag of a run that compiled into empty caches of its own (runner.fresh_compile_caches).
+# The tag of a run that compiled into empty caches of its own (gpu_process.fresh_compile_caches).
 FRESH_CACHES = "fresh"
 BUDGET = 300  # configs per session: the time limit is meant to bind first
 COMPILE_TIMEOUT_S = {"softmax": 30.0, "matmul": 60.0}

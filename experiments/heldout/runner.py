@@ -18,12 +18,12 @@ import argparse
 import json
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from autotune.errors import UserError
+from autotune.evaluators.gpu_process import COMPILE_CACHES, fresh_compile_caches  # noqa: F401 - tests read both here
 from autotune.experiment import ExperimentOptions, execute_jobs
 
 from . import definition as d
@@ -78,7 +78,9 @@ class ArmJob:
                                seconds=self.seconds, seed=self.seed, seed_from=d.SEED_FROM[self.arm],
                                shipped=self.shipped, tags=tags)
         # Only the warm-cache arm reads earlier measurements (its seeds): from the shipped data
-        # alone, never from runs of this experiment recorded in `db_path`.
+        # alone, never from runs of this experiment recorded in `db_path`.  Each job compiles into
+        # empty caches: a later arm at the same shape would otherwise find the configs an earlier
+        # one compiled already built (Helion quick runs first).
         with fresh_compile_caches():
             outcome = in_scratch(request, db_path) if self.arm == d.WARM_CACHE else _run(request)
         return {"session": outcome.session_id, "evaluations": outcome.evaluations}
@@ -128,25 +130,6 @@ class HelionQuickJob:
                           configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
         outcome = _run(request)
         return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
-
-
-# Compiled kernels outlive a run in on-disk caches (Triton's, and inductor's for the modules Helion
-# generates).  A run after another at the same shape would find the configs the earlier one
-# compiled already built, which flatters whichever arm runs later (Helion quick runs first): each
-# job compiles into empty caches of its own, as a first run on a fresh machine would.  Workers
-# take the environment of their start, so the job's workers compile there too.
-COMPILE_CACHES = ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
-
-
-@contextmanager
-def fresh_compile_caches() -> Iterator[Path]:
-    """Empty compile caches for the duration of a job (the environment restored, and the
-    caches removed, after it)."""
-    from autotune.evaluators.gpu_process import environment_for_workers
-
-    with tempfile.TemporaryDirectory(prefix="heldout-compile-") as folder, \
-            environment_for_workers({name: str(Path(folder) / name.lower()) for name in COMPILE_CACHES}):
-        yield Path(folder)
 
 
 def seeded_autotune(seed: int) -> Callable[[Any, tuple], Any]:
