@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.softmax_study import definition as d
-from experiments.softmax_study.report import EARLIER_SOURCE_MARK
+from experiments.softmax_study.report import EARLIER_SOURCE_MARK, EARLIER_SOURCE_NOTE
 
 NEW_KERNEL = "softmax-resident"
 REPORT_NAME = "long_rows"
@@ -39,12 +39,12 @@ def summarise(db: Path, dtype: str = "float16") -> list[dict[str, Any]]:
     for result in results:
         if not result.copy_ms:
             continue
-        rows = [{"method": row.method + (EARLIER_SOURCE_MARK if row.earlier_source else ""), "ms": row.median_ms,
-                 "of_copy": result.copy_ms / row.median_ms, "tuned": row.tuned, "session": row.session_id,
-                 "config": row.native, "earlier_source": row.earlier_source}
+        rows = [{"method": row.method, "ms": row.median_ms, "of_copy": result.copy_ms / row.median_ms,
+                 "tuned": row.tuned, "session": row.session_id, "config": row.native,
+                 "earlier_source": row.earlier_source}
                 for row in sorted(result.rows, key=lambda r: r.median_ms)]
         tuned = [r for r in rows if r["tuned"]]
-        without_new = [r for r in tuned if not r["method"].startswith(d.method_of(NEW_KERNEL))]
+        without_new = [r for r in tuned if r["method"] != d.method_of(NEW_KERNEL)]
         best = tuned[0] if tuned else None
         shapes.append({
             "shape": result.label, "long_row": result.label in d.LONG_ROWS, "copy_ms": result.copy_ms,
@@ -53,6 +53,11 @@ def summarise(db: Path, dtype: str = "float16") -> list[dict[str, Any]]:
             "rows": rows,
         })
     return shapes
+
+
+def _name(row: dict[str, Any]) -> str:
+    """The method, marked when it was measured on an earlier version of its kernel's source."""
+    return row["method"] + (EARLIER_SOURCE_MARK if row["earlier_source"] else "")
 
 
 def render(shapes: list[dict[str, Any]]) -> str:
@@ -72,19 +77,19 @@ def render(shapes: list[dict[str, Any]]) -> str:
             best, before = s["best"], s["best_without_new"]
             torch_row = next((r for r in s["rows"] if r["method"] == d.TORCH_EAGER), None)
             cells = [s["shape"], f"{s['copy_ms']:.4f}",
-                     *((best["method"], f"{best['ms']:.4f}", f"{best['of_copy']:.2f}") if best else ("-",) * 3),
-                     *((f"{before['method']} {before['ms']:.4f}", f"{before['of_copy']:.2f}") if before else ("-",) * 2),
+                     *((_name(best), f"{best['ms']:.4f}", f"{best['of_copy']:.2f}") if best else ("-",) * 3),
+                     *((f"{_name(before)} {before['ms']:.4f}", f"{before['of_copy']:.2f}") if before else ("-",) * 2),
                      f"{torch_row['of_copy']:.2f}" if torch_row else "-",
                      "-" if s["met"] is None else ("met" if s["met"] else "not met")]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     if any(r["earlier_source"] for s in shapes for r in s["rows"]):
-        lines += [f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier version of the kernel's source than the present "
-                  "one (re-run the softmax study's long rows for that method with `--again` to measure it anew).", ""]
+        lines += [f"{EARLIER_SOURCE_NOTE} (re-run the softmax study's long rows for that method with `--again` to "
+                  "measure it anew).", ""]
     lines += ["## Every method", ""]
     for s in shapes:
         lines.append(f"- **{s['shape']}** (copy {s['copy_ms']:.4f} ms): " + "; ".join(
-            f"{r['method']} {r['ms']:.4f} ms ({r['of_copy']:.2f})" for r in s["rows"]))
+            f"{_name(r)} {r['ms']:.4f} ms ({r['of_copy']:.2f})" for r in s["rows"]))
     return "\n".join(lines) + "\n"
 
 

@@ -21,6 +21,8 @@ SMALL_BYTES = 16 * 2**20  # under this a call is launch-bound: read microseconds
 BANDWIDTH_BOUND_NOISE = 0.01
 LAUNCH_BOUND_NOISE = 0.05
 EARLIER_SOURCE_MARK = " †"  # after a method measured on an earlier version of its kernel
+EARLIER_SOURCE_NOTE = (f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier version of the kernel's source than the "
+                       "present one")
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
@@ -153,8 +155,7 @@ def _shape_section(result: ShapeResult) -> list[str]:
                      f"{row.best_origin or '-'} | {row.session_id or '-'} |")
     lines += ["", tuning_cost_line(result)]
     if any(row.earlier_source for row in result.rows):
-        lines += ["", f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier version of the kernel's source than the "
-                      "present one; `--methods ... --again` measures it anew."]
+        lines += ["", f"{EARLIER_SOURCE_NOTE}; `--methods ... --again` measures it anew."]
     best = result.best_tuned()
     if best and best.timeline:
         lines += ["", f"Timeline of {best.method} (session {best.session_id}):", "", "```"]
