@@ -1,11 +1,13 @@
-"""GPU machine: the resident and N-tiled formulations of matmul + epilogue, against torch.compile.
+"""GPU machine: the resident, N-tiled and split formulations of matmul + epilogue, against torch.compile.
 
     python -m experiments.matmul_formulations --db formulations.db --seconds 60    # measure, then report
     python -m experiments.matmul_formulations --db formulations.db --report-only   # report, any machine
 
 For every cell (the seed study's 30 plus larger-N ones) one `autotune.tune` session of the
 N-tiled Triton kernel (`matmul-tiled-<epilogue>`), seeded with the formulation rule's tiled
-seed (`heuristics.matmul_formulation`) and the space's default; and, where no finished GPU
+seed (`heuristics.matmul_formulation`) and the space's default; for the [M, N] epilogues one of
+the split kernel (`matmul-split-<epilogue>`: the library GEMM and a tuned row pass), seeded
+with the rule's split seed and the default (`--formulations` picks which); and, where no finished GPU
 session of the resident Helion kernel (`matmul-<epilogue>`) is recorded in --db or the shipped
 cache.db, one of it too, seeded by the default and the resident rule.  A cell whose session of
 the kernel's current source is already recorded is skipped, so a run cut short is continued by
@@ -14,7 +16,8 @@ running it again (and a kernel whose source changed is measured again).
 The report reads recorded sessions only (never the run's memory): per cell, the best time of
 each formulation over its GPU sessions of the kernel's current source (sessions of an earlier
 source apart, as the older-source time), torch.compile's time from the sessions' baseline rows,
-the rule's pick and whether the pick is within 5% of the better formulation.  It writes
+the rule's pick, whether the pick's formulation is within 5% of the best one, and whether the
+rule's seed in that formulation (as its session recorded it) is within 5% of the family's best.  It writes
 experiments/reports/matmul_formulations.json and .md.
 """
 
@@ -31,7 +34,8 @@ from typing import Any, Callable, Sequence
 REPORTS = Path(__file__).parent / "reports"
 NAME = "matmul_formulations"
 NEAR = 0.05  # the pick is "within 5%" of the best when pick_ms <= (1 + NEAR) * best_ms
-FORMULATIONS = ("resident", "tiled")
+FORMULATIONS = ("resident", "tiled", "split")
+MEASURED = ("tiled", "split")  # what a run measures by default (the resident kernel: --resident)
 Session = dict[str, Any]  # a row of `Cache.sessions`
 
 
@@ -52,7 +56,17 @@ class Cell:
         return m, k, n
 
     def kernel(self, formulation: str) -> str:
-        return f"matmul-tiled-{self.epilogue}" if formulation == "tiled" else f"matmul-{self.epilogue}"
+        return f"matmul-{self.epilogue}" if formulation == "resident" else f"matmul-{formulation}-{self.epilogue}"
+
+    def offers(self, formulation: str) -> bool:
+        """Whether the formulation exists for the cell: split only for the [M, N] epilogues and rows
+        a program holds whole."""
+        if formulation != "split":
+            return True
+        from autotune.kernels.matmul_split import MAX_N
+        from heuristics.matmul_formulation import epilogue_writes_rows
+
+        return epilogue_writes_rows(self.epilogue) and self.dims[2] <= MAX_N
 
 
 def _seed_study_cells() -> list[Cell]:
@@ -157,7 +171,7 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
     """The cell's missing sessions, each one `autotune.tune` call; returns what was run or skipped."""
     from autotune.databases import open_for_writing
     from heuristics.device import current_device
-    from heuristics.matmul_formulation import epilogue_writes_rows, tiled_seed
+    from heuristics.matmul_formulation import epilogue_writes_rows, split_seed, tiled_seed
 
     import autotune
 
@@ -167,7 +181,9 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
         done = {f: is_recorded(journal, cell, f) for f in FORMULATIONS}
     finally:
         journal.close()
-    wanted = ["tiled"] + (["resident"] if args.resident == "missing" else [])
+    measured = getattr(args, "formulations", MEASURED)
+    wanted = [f for f in MEASURED if f in measured and cell.offers(f)]
+    wanted += ["resident"] if args.resident == "missing" else []
     outcome: dict[str, Any] = {"cell": cell.name}
     for formulation in wanted:
         if done[formulation]:
@@ -178,6 +194,8 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
             rule_seed = tiled_seed(m, k, n, cell.dtype, current_device(),
                                    writes_rows=epilogue_writes_rows(cell.epilogue))
             seeded = {"configs": [rule_seed], "seed_from": "default"}
+        elif formulation == "split":
+            seeded = {"configs": [split_seed(m, n, cell.dtype, current_device())], "seed_from": "default"}
         else:
             seeded = {"configs": [], "seed_from": "default,heuristic"}
         say(f"{cell.name}: tuning the {formulation} formulation ({cell.kernel(formulation)}) for {args.seconds} s")
@@ -214,7 +232,7 @@ def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
         row[f"{formulation}_older_sessions"] = [s["id"] for s in older]
     # torch.compile as the tiled sessions timed it (the resident ones' where there are none), of any
     # source: the baselines do not run our kernel
-    everyone = sessions["resident"] + sessions["tiled"]
+    everyone = sessions["resident"] + sessions["tiled"] + sessions["split"]
     row["compile_ms"] = baseline_ms(cache, everyone, "torch.compile")
     row["torch_ms"] = baseline_ms(cache, everyone, "torch")
     row["devices"] = sorted({s["device"] for s in everyone})
@@ -222,10 +240,19 @@ def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
     row["best_ms"] = min(times, default=None)
     row["best"] = next((f for f in FORMULATIONS if times and row[f"{f}_ms"] == row["best_ms"]), None)
     row["speedup_vs_compile"] = _ratio(row["compile_ms"], row["best_ms"])
-    row["tiled_speedup_vs_compile"] = _ratio(row["compile_ms"], row["tiled_ms"])
+    for formulation in MEASURED:
+        row[f"{formulation}_speedup_vs_compile"] = _ratio(row["compile_ms"], row[f"{formulation}_ms"])
+    # judged where the pick's formulation and at least one other are recorded
     pick_ms = row[f"{pick.formulation}_ms"]
-    both = len(times) == len(FORMULATIONS)
-    row["pick_within_5pct"] = (pick_ms is not None and pick_ms <= (1 + NEAR) * row["best_ms"]) if both else None
+    judged = pick_ms is not None and len(times) >= 2
+    row["judged_against"] = [f for f in FORMULATIONS if row[f"{f}_ms"] is not None] if judged else []
+    row["pick_within_5pct"] = pick_ms <= (1 + NEAR) * row["best_ms"] if judged else None
+    # the rule's whole pick: its seed, in its formulation, as the session was given it, against the family
+    current_pick = by_source(cache, sessions[pick.formulation])[0]
+    pick_seed = recorded_seed(current_pick)
+    row["pick_seed_ms"] = seed_ms(cache, current_pick, pick_seed) if pick_seed else None
+    row["pick_seed_within_5pct_of_best"] = (row["pick_seed_ms"] <= (1 + NEAR) * row["best_ms"]
+                                            if row["pick_seed_ms"] else None)
     # the rule's tiled seed as the formulation run gave it (recorded with its session, so a later
     # change of the rule does not rewrite what was measured) against the tiled family's best
     current_tiled = by_source(cache, sessions["tiled"])[0]
@@ -277,21 +304,35 @@ def report(db: Path, shipped: Path | None, out_dir: Path = REPORTS, cells: Seque
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     judged = [r for r in rows if r["pick_within_5pct"] is not None]
-    tiled = [r["tiled_speedup_vs_compile"] for r in rows if r["tiled_speedup_vs_compile"]]
-    return {
+    sources = sorted({r["source"] for r in rows})
+
+    def per_source(key: str) -> dict[str, list[int]]:
+        """[cells where the judgement holds, cells judged] per set of cells."""
+        return {source: [sum(bool(r[key]) for r in rows if r["source"] == source),
+                         sum(r[key] is not None for r in rows if r["source"] == source)] for source in sources}
+
+    for r in rows:
+        speedup = r["speedup_vs_compile"]
+        r["best_at_09_of_compile"] = speedup >= 0.9 if speedup is not None else None
+    summary: dict[str, Any] = {
         "cells": len(rows),
-        "with_tiled": sum(r["tiled_ms"] is not None for r in rows),
-        "tiled_older_cells": sum(r["tiled_older_ms"] is not None for r in rows),
         "with_resident": sum(r["resident_ms"] is not None for r in rows),
-        "with_both": len(judged),
+        "with_tiled": sum(r["tiled_ms"] is not None for r in rows),
+        "with_split": sum(r["split_ms"] is not None for r in rows),
+        "tiled_older_cells": sum(r["tiled_older_ms"] is not None for r in rows),
+        "judged": len(judged),
         "pick_within_5pct": sum(bool(r["pick_within_5pct"]) for r in judged),
-        "tiled_beats_compile": sum(s > 1 for s in tiled),
-        "tiled_at_09_of_compile": sum(s >= 0.9 for s in tiled),
-        "seed_within_5pct": {source: [sum(bool(r["seed_within_5pct"]) for r in rows if r["source"] == source),
-                                      sum(r["seed_within_5pct"] is not None for r in rows if r["source"] == source)]
-                             for source in sorted({r["source"] for r in rows})},
-        "tiled_geomean_speedup_vs_compile": math.exp(sum(map(math.log, tiled)) / len(tiled)) if tiled else None,
+        "family_at_09_of_compile": per_source("best_at_09_of_compile"),
+        "pick_seed_within_5pct_of_best": per_source("pick_seed_within_5pct_of_best"),
+        "seed_within_5pct": per_source("seed_within_5pct"),
     }
+    for formulation in MEASURED:
+        speedups = [r[f"{formulation}_speedup_vs_compile"] for r in rows if r[f"{formulation}_speedup_vs_compile"]]
+        summary[f"{formulation}_beats_compile"] = sum(x > 1 for x in speedups)
+        summary[f"{formulation}_at_09_of_compile"] = sum(x >= 0.9 for x in speedups)
+        summary[f"{formulation}_geomean_speedup_vs_compile"] = (math.exp(sum(map(math.log, speedups)) / len(speedups))
+                                                               if speedups else None)
+    return summary
 
 
 def _ms(value: float | None) -> str:
@@ -302,47 +343,74 @@ def _x(value: float | None) -> str:
     return f"{value:.2f}x" if value is not None else "-"
 
 
+def _counts(per_source: dict[str, list[int]]) -> str:
+    return "; ".join(f"{hit} of {of} {source} cells" for source, (hit, of) in per_source.items())
+
+
+def _yes(value: bool | None) -> str:
+    return {True: "yes", False: "**no**", None: "-"}[value]
+
+
 def markdown(data: dict[str, Any]) -> str:
     s = data["summary"]
+    pct = int(NEAR * 100)
     lines = [
-        "# Matmul + epilogue: resident (Helion) vs N-tiled (Triton) formulations",
+        "# Matmul + epilogue: resident (Helion), N-tiled (Triton) and split (library GEMM + Triton row pass)",
         "",
         f"Generated by `python -m experiments.matmul_formulations --report-only --db {data['db']}` from the "
         "recorded sessions (the shipped cache.db read beside it). Times are the best accurate median (ms) over the "
-        "GPU sessions of the formulation's kernel at the cell; torch.compile is the session's own baseline row; "
-        "speed-ups are torch.compile's time over ours (above 1: ours is faster). The pick is "
-        "`heuristics.matmul_formulation`'s; 'within 5%' needs both formulations recorded. Times are from "
-        "sessions of the kernels' current source; the older-source column shows sessions measured with an earlier "
-        "source of the tiled kernel, not counted in the comparison.",
+        "GPU sessions of the formulation's kernel at the cell; torch.compile is the sessions' own baseline row; "
+        "speed-ups are torch.compile's time over ours (above 1: ours is faster). The split formulation runs the "
+        "same library GEMM as torch.compile's plan and tunes only the row pass after it. The pick is "
+        "`heuristics.matmul_formulation`'s; 'pick within 5%' is judged where the picked formulation and at least "
+        "one other are recorded. Times are from sessions of the kernels' current source; the older-source column "
+        "shows sessions measured with an earlier source of the tiled kernel, not counted in the comparison.",
         "",
-        f"Cells: {s['cells']}; with a tiled session of the current source {s['with_tiled']}, a resident one "
-        f"{s['with_resident']}, both {s['with_both']}; with a tiled session of an older source "
-        f"{s['tiled_older_cells']}. The pick is within {int(NEAR * 100)}% of the better formulation in "
-        f"{s['pick_within_5pct']} of {s['with_both']}. The tiled kernel beats torch.compile in "
-        f"{s['tiled_beats_compile']} of {s['with_tiled']} cells and reaches 0.9x of it in "
-        f"{s['tiled_at_09_of_compile']} (geometric mean {_x(s['tiled_geomean_speedup_vs_compile'])}). The rule's "
-        f"tiled seed is within {int(NEAR * 100)}% of the tiled kernel's best in "
-        + "; ".join(f"{hit} of {of} {source} cells" for source, (hit, of) in s["seed_within_5pct"].items()) + ".",
+        f"Cells: {s['cells']}; with a session of the current source: resident {s['with_resident']}, tiled "
+        f"{s['with_tiled']}, split {s['with_split']}; with a tiled session of an older source "
+        f"{s['tiled_older_cells']}.",
         "",
-        "The tiled best is over every recorded session of the current source at the cell: the formulation "
-        "run's own session, and where one was recorded a longer one seeded from the recorded configs (the "
-        "sessions column). `seed ms` is the rule's tiled seed, as the formulation run gave it to its session "
-        "(recorded there), measured by those sessions; 'rule changed' marks a cell where the rule's seed today "
-        "differs from the one measured.",
+        f"* The family's best reaches 0.9x torch.compile in {_counts(s['family_at_09_of_compile'])}.",
+        f"* The picked formulation is within {pct}% of the best one in {s['pick_within_5pct']} of {s['judged']} "
+        "judged cells.",
+        f"* The rule's seed, in the picked formulation, is within {pct}% of the family's best in "
+        f"{_counts(s['pick_seed_within_5pct_of_best'])}.",
+    ]
+    for formulation in MEASURED:
+        lines.append(f"* The {formulation} kernel beats torch.compile in {s[formulation + '_beats_compile']} of "
+                     f"{s['with_' + formulation]} cells and reaches 0.9x of it in "
+                     f"{s[formulation + '_at_09_of_compile']} (geometric mean "
+                     f"{_x(s[formulation + '_geomean_speedup_vs_compile'])}).")
+    lines += [
+        f"* The rule's tiled seed is within {pct}% of the tiled kernel's best in {_counts(s['seed_within_5pct'])}.",
         "",
-        "| cell | from | pick | resident ms | tiled ms | tiled ms (older source) | torch.compile ms | best vs compile "
-        "| tiled vs compile | pick within 5% | seed ms | seed within 5% of tiled best | tiled sessions |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- |",
+        "Which cells fitted what: the tiled seed's constants were fitted on the seed study and larger N cells; "
+        "the rule check cells were declared before any was measured, to judge it. The split rule and its seed were "
+        "declared before any split session was measured, so every cell judges them.",
+        "",
+        "The best of a formulation is over every recorded session of the current source at the cell (the sessions "
+        "columns). `pick seed ms` is the rule's seed for the picked formulation and `tiled seed ms` its tiled seed, "
+        "each as the formulation run gave it to its session (recorded there) and measured by those sessions; 'rule "
+        "changed' marks a cell where the rule's tiled seed today differs from the one measured.",
+        "",
+        "| cell | from | pick | resident ms | tiled ms | tiled ms (older source) | split ms | torch.compile ms "
+        "| best vs compile | tiled vs compile | split vs compile | pick within 5% | pick seed ms "
+        "| pick seed within 5% of best | tiled seed ms | tiled seed within 5% of tiled best | tiled sessions "
+        "| split sessions |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | --- "
+        "| --- | --- |",
     ]
     for r in data["cells"]:
-        within = {True: "yes", False: "**no**", None: "-"}[r["pick_within_5pct"]]
-        seed_within = {True: "yes", False: "**no**", None: "-"}[r["seed_within_5pct"]]
+        seed_within = _yes(r["seed_within_5pct"])
         if r["seed_is_the_rules_now"] is False:
             seed_within += " (rule changed)"
         lines.append(f"| {r['cell']} | {r['source']} | {r['pick']} | {_ms(r['resident_ms'])} | {_ms(r['tiled_ms'])} "
-                     f"| {_ms(r['tiled_older_ms'])} | {_ms(r['compile_ms'])} | {_x(r['speedup_vs_compile'])} | "
-                     f"{_x(r['tiled_speedup_vs_compile'])} | {within} | {_ms(r['seed_ms'])} | {seed_within} | "
-                     f"{', '.join(map(str, r['tiled_sessions'])) or '-'} |")
+                     f"| {_ms(r['tiled_older_ms'])} | {_ms(r['split_ms'])} | {_ms(r['compile_ms'])} | "
+                     f"{_x(r['speedup_vs_compile'])} | {_x(r['tiled_speedup_vs_compile'])} | "
+                     f"{_x(r['split_speedup_vs_compile'])} | {_yes(r['pick_within_5pct'])} | "
+                     f"{_ms(r['pick_seed_ms'])} | {_yes(r['pick_seed_within_5pct_of_best'])} | {_ms(r['seed_ms'])} | "
+                     f"{seed_within} | {', '.join(map(str, r['tiled_sessions'])) or '-'} | "
+                     f"{', '.join(map(str, r['split_sessions'])) or '-'} |")
     lines += ["", "## Why the rule picked what it did", ""]
     lines += [f"* {r['cell']}: {r['why']}" for r in data["cells"]]
     return "\n".join(lines) + "\n"
@@ -360,11 +428,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategy", default="pattern", help="session strategy (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--compile-timeout", type=float, default=60.0)
+    parser.add_argument("--formulations", default=",".join(MEASURED),
+                        help="comma-separated formulations to measure, of %(default)s")
     parser.add_argument("--resident", choices=("missing", "never"), default="missing",
                         help="also tune the resident kernel where no finished session of it is recorded")
     parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the database")
     parser.add_argument("--out", type=Path, default=REPORTS, help="where the report goes (default: %(default)s)")
     args = parser.parse_args(argv)
+    args.formulations = tuple(f.strip() for f in args.formulations.split(",") if f.strip())
+    unknown = sorted(set(args.formulations) - set(MEASURED))
+    if unknown:
+        parser.error(f"unknown formulation {', '.join(unknown)}: choose from {', '.join(MEASURED)}")
     cells = select(all_cells(), args.cells)
     if not cells:
         parser.error(f"no cell matches --cells {args.cells!r}")

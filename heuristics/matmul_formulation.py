@@ -1,17 +1,27 @@
 """Which formulation of matmul + row-reduction epilogue to run for a cell, with a seed and why.
 
-Two formulations compute `epilogue(x @ w)` (x [M, K], w [K, N]):
+Three formulations compute `epilogue(x @ w)` (x [M, K], w [K, N]):
 
 * resident (`matmul-<epilogue>`, Helion): one program holds a [M_BLOCK, N_pad] fp32
   accumulator, so the epilogue reduces whole rows in registers and y never leaves the chip;
 * tiled (`matmul-tiled-<epilogue>`, Triton, `autotune.kernels.matmul_tiled`): a GEMM tiled over
   N writes y and per-tile row statistics, and a row pass combines them (y written and read
   once more, but GEMM-sized tiles at any N); its seed is fitted on the recorded tiled sessions
-  (the constants below say on which cells, and which cells are declared to check it).
+  (the constants below say on which cells, and which cells are declared to check it);
+* split (`matmul-split-<epilogue>`, `autotune.kernels.matmul_split`): the vendor library's GEMM
+  writes y, and a tuned Triton row pass reads each row once: the bytes the tiled form moves,
+  with the library's GEMM instead of a Triton one.
 
 The rule: resident only where its accumulator fits comfortably: [COMFORT_M_BLOCK, N_pad]
 fp32 within COMFORT_ACC_BYTES, which is N_pad <= 512 whatever the dtype, and only when the
-resident rule (`matmul_epilogue_resident`) would size a seed at all; tiled otherwise.
+resident rule (`matmul_epilogue_resident`) would size a seed at all.  Otherwise, for the [M]
+epilogues (logsumexp, sum, max), tiled: its GEMM keeps y on chip, where split would write all of
+y and read it back.  For the [M, N] epilogues both move the same bytes, so the GEMM decides:
+split where the product spans at least SPLIT_MIN_WAVES waves of 128x128 output tiles (the
+library's GEMM is the stronger one on large products), or where rows are not 16-byte multiples
+(the tiled GEMM then loads w one element at a time); tiled below that, where one launch of a
+right-sized Triton tile beats the library's fixed costs.  The split rule was declared before any
+split session was measured; `experiments.matmul_formulations` judges it.
 
 What backs the threshold, and what does not: the seed study's H100 grids in cache.db time
 the resident kernel against torch.compile (`python -m experiments.seed_study.report`).  The
@@ -34,6 +44,7 @@ from heuristics.rules import Declined
 
 RESIDENT_FORMULATION = "resident"
 TILED_FORMULATION = "tiled"
+SPLIT_FORMULATION = "split"
 
 # The M tile that makes the resident product worth running on tensor cores (a wgmma M tile
 # of 64); below it the resident kernel trades tensor-core efficiency for N.  Assumption.
@@ -61,13 +72,19 @@ COMBINE_PROGRAMS_PER_SM = 2
 TMA_MIN_MACS = 2 ** 34
 WIDE_N_MIN_K = 768
 WIDE_N_MIN_N = 512
+# Split for [M, N] epilogues from this many waves of 128x128 output tiles over the SMs: enough
+# work that the GEMM's own efficiency, not launch and set-up costs, decides.  Assumption.
+SPLIT_MIN_WAVES = 4
+SPLIT_TILE = 128
+# Split seed: the row pass's warps give each thread about this many values of a row.  Assumption.
+SPLIT_VALUES_PER_THREAD = 16
 
 
 @dataclass(frozen=True)
 class Formulation:
     """The rule's answer for one cell."""
 
-    formulation: str  # RESIDENT_FORMULATION or TILED_FORMULATION
+    formulation: str  # RESIDENT_FORMULATION, TILED_FORMULATION or SPLIT_FORMULATION
     kernel: str  # the built-in kernel to run
     config: dict[str, Any]  # a seed: a tiled space point, or the resident space's tile slots (a partial point)
     why: str  # one line
@@ -96,6 +113,12 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
                            f"{accumulator} B fits the {COMFORT_ACC_BYTES} B comfort budget; resident seed {block}, "
                            f"{seed['num_warps']} warps, {seed['num_stages']} stages")
     rows_out = epilogue_writes_rows(epilogue)
+    split_why = split_reason(m, n, dtype, device) if rows_out else None
+    if split_why:
+        config = split_seed(m, n, dtype, device)
+        return Formulation(SPLIT_FORMULATION, f"matmul-split-{epilogue}", config,
+                           f"{why}; split: {split_why}; row-pass seed {config['ROWS']} rows per program, "
+                           f"{config['num_warps']} warps")
     config = tiled_seed(m, k, n, dtype, device, writes_rows=rows_out)
     tile = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}"
     form = "two launches (the row-block form lost wherever it was seeded)"
@@ -105,6 +128,8 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
         loads = "tiles by pointer loads (rows not 16-byte multiples)"
     else:
         loads = "tiles by pointer loads (fp32, or too small a problem for a descriptor built at every call)"
+    if not rows_out:
+        why += "; tiled: an [M] epilogue, whose tiled GEMM never writes y (split would write and read it)"
     return Formulation(TILED_FORMULATION, f"matmul-tiled-{epilogue}", config,
                        f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages, "
                        f"{loads}, {form}")
@@ -138,6 +163,38 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writ
     if "TMA" in space.names:  # offered where the rows allow tensor descriptors
         point["TMA"] = int(sixteen_bit and m * k * n >= TMA_MIN_MACS)
     return space.ordered(point) if not space.violations(point) else dict(space.default)
+
+
+def split_reason(m: int, n: int, dtype: str, device: DeviceLimits) -> str | None:
+    """Why an [M, N] epilogue past the resident budget goes split, or None for tiled."""
+    from autotune.kernels.matmul_split import MAX_N
+
+    if n > MAX_N:
+        return None
+    tiles = -(-m // SPLIT_TILE) * -(-n // SPLIT_TILE)
+    if tiles >= SPLIT_MIN_WAVES * device.sm_count:
+        return (f"{tiles} output tiles of {SPLIT_TILE}x{SPLIT_TILE} are at least {SPLIT_MIN_WAVES} waves over "
+                f"{device.sm_count} SMs, so the GEMM decides and the library's is the stronger")
+    if n * itemsize_of(dtype) % 16:
+        return f"rows of N={n} are not 16-byte multiples, so the tiled GEMM would load w one element at a time"
+    return None
+
+
+def split_seed(m: int, n: int, dtype: str, device: DeviceLimits) -> dict[str, Any]:
+    """A point of the split space: warps for about SPLIT_VALUES_PER_THREAD values of one row per
+    thread, then as many rows per program as keep that share and leave every SM some programs."""
+    import torch
+
+    from autotune.kernels import matmul_split
+
+    space = matmul_split.triton_space((m, 1, n), getattr(torch, dtype))
+    n_pad = resident_rule.next_pow2(n)
+    warps = next((w for w in matmul_split.WARPS if n_pad / (w * 32) <= SPLIT_VALUES_PER_THREAD),
+                 matmul_split.WARPS[-1])
+    rows = max((r for r in matmul_split.ROWS if r * n_pad / (warps * 32) <= SPLIT_VALUES_PER_THREAD
+                and -(-m // r) >= device.sm_count), default=1)
+    point = space.ordered({"ROWS": rows, "num_warps": warps, "num_stages": 1})
+    return point if not space.violations(point) else dict(space.default)
 
 
 def epilogue_writes_rows(epilogue: str) -> bool:

@@ -17,21 +17,34 @@ from tests.test_matmul_tiled import _space
     ("rmsnorm", (131072, 256, 512), "bfloat16", "resident"),
     ("sum", (131072, 256, 256), "bfloat16", "resident"),
     ("layernorm", (131072, 512, 512), "float32", "resident"),
-    ("rmsnorm", (32768, 1024, 1536), "bfloat16", "tiled"),
-    ("softmax", (16384, 768, 3072), "bfloat16", "tiled"),
-    ("layernorm", (65536, 2048, 1024), "bfloat16", "tiled"),
-    ("softmax", (131072, 512, 2048), "float32", "tiled"),
+    ("layernorm", (1024, 1024, 1024), "bfloat16", "tiled"),  # 64 tiles of 128x128: under 4 waves
+    ("l2norm", (2048, 2048, 2048), "float32", "tiled"),
+    ("logsumexp", (131072, 512, 4096), "bfloat16", "tiled"),  # an [M] epilogue, however large
+    ("rmsnorm", (32768, 1024, 1536), "bfloat16", "split"),  # 3072 tiles: over 4 waves of 132 SMs
+    ("softmax", (16384, 768, 3072), "bfloat16", "split"),
+    ("layernorm", (65536, 2048, 1024), "bfloat16", "split"),
+    ("softmax", (131072, 512, 2048), "float32", "split"),
 ])
-def test_rule_picks_resident_for_small_n_and_tiled_for_large_n(epilogue, shape, dtype, formulation):
+def test_rule_picks_resident_for_small_n_then_tiled_or_split(epilogue, shape, dtype, formulation):
+    from autotune.kernels import get_kernel
     from heuristics.device import H100
     from heuristics.matmul_formulation import pick_formulation
 
     pick = pick_formulation(epilogue, *shape, dtype, H100)
+    assert "\n" not in pick.why and len(pick.why) > 40
     assert pick.formulation == formulation
-    assert pick.why.startswith(formulation + ":") and "\n" not in pick.why and len(pick.why) > 40
+    if formulation == "resident":
+        assert pick.why.startswith("resident:")
+    else:  # past the resident budget: the budget's reason, then the formulation's own
+        assert pick.why.startswith("tiled:") and "comfort budget" in pick.why
+        assert (f"; {formulation}:" in pick.why) == (formulation == "split" or epilogue == "logsumexp")
     if formulation == "tiled":
-        assert pick.kernel == f"matmul-tiled-{epilogue}" and "comfort budget" in pick.why
+        assert pick.kernel == f"matmul-tiled-{epilogue}"
         assert not _space(dtype, shape).violations(pick.config)
+    elif formulation == "split":
+        assert pick.kernel == f"matmul-split-{epilogue}" and "waves" in pick.why
+        space = get_kernel(pick.kernel).triton_space(shape, getattr(__import__("torch"), dtype))
+        assert not space.violations(pick.config)
     else:
         assert pick.kernel == f"matmul-{epilogue}" and {"block_sizes[0]", "block_sizes[1]"} <= set(pick.config)
 
@@ -41,7 +54,7 @@ def test_rule_goes_tiled_with_the_resident_rules_reason_when_it_declines():
     from heuristics.matmul_formulation import pick_formulation
 
     tiny = DeviceLimits(name="tiny", smem_per_block=4096, sm_count=8, source="test")
-    pick = pick_formulation("rmsnorm", 4096, 512, 256, "bfloat16", tiny)
+    pick = pick_formulation("rmsnorm", 256, 512, 256, "bfloat16", tiny)  # 4 tiles: under 4 waves of 8 SMs
     assert pick.formulation == "tiled" and "resident rule declines" in pick.why
 
 
@@ -70,17 +83,16 @@ def test_the_seed_takes_two_launches_and_the_wide_tile_and_tma_only_where_the_fi
     assert lse.config["ROW_BLOCK"] == 0 and "two launches" in lse.why
     assert lse.config["BLOCK_N"] == 128  # an [M] output: the wide tile is for [M, N] epilogues
     # 16-bit [M, N] epilogue, K >= 768, large: the 256-wide tile, tiles by TMA
-    wide = pick_formulation("rmsnorm", 32768, 1024, 1536, "bfloat16", H100)
+    wide = SimpleNamespace(config=tiled_seed(32768, 1024, 1536, "bfloat16", H100))
     assert (wide.config["BLOCK_N"], wide.config["TMA"], wide.config["ROW_BLOCK"]) == (256, 1, 0)
-    assert "tiles by TMA" in wide.why and "128x256x64" in wide.why
     # the same at K = 512 keeps the 128-wide tile
     assert tiled_seed(131072, 512, 4096, "bfloat16", H100)["BLOCK_N"] == 128
     # fp32, and a 16-bit problem under TMA_MIN_MACS: pointer loads, though descriptors are offered
     fp32 = pick_formulation("sum", 8192, 4096, 1024, "float32", H100)
     assert fp32.config["TMA"] == 0 and "fp32, or too small" in fp32.why
     assert 2048 ** 3 < TMA_MIN_MACS and tiled_seed(2048, 2048, 2048, "bfloat16", H100)["TMA"] == 0
-    # rows that are no 16-byte multiple: no descriptor is offered at all
-    odd = pick_formulation("rmsnorm", 4096, 1024, 1004, "bfloat16", H100)  # rows of 2008 B
+    # rows that are no 16-byte multiple: no descriptor is offered at all (an [M] epilogue stays tiled)
+    odd = pick_formulation("max", 4096, 1024, 1004, "bfloat16", H100)  # rows of 2008 B
     assert odd.formulation == "tiled" and "TMA" not in odd.config and "rows not 16-byte multiples" in odd.why
     for pick, dtype, shape in ((lse, "float16", (32768, 1024, 8192)), (fp32, "float32", (8192, 4096, 1024)),
                                (wide, "bfloat16", (32768, 1024, 1536))):
@@ -90,9 +102,9 @@ def test_the_seed_takes_two_launches_and_the_wide_tile_and_tma_only_where_the_fi
 # -- the experiment: runner and report on a fake recording ------------------------------------------
 # (epilogue, shape, dtype) -> fake times (ms) of each formulation and of the baselines
 TIMES = {
-    ("rmsnorm", "64x32x256", "bfloat16"): {"resident": 0.5, "tiled": 0.6, "compile": 0.8},
-    ("softmax", "64x32x2048", "bfloat16"): {"resident": 2.0, "tiled": 0.5, "compile": 1.0},
-    ("layernorm", "64x32x1024", "float32"): {"resident": 0.4, "tiled": 0.5, "compile": 0.45},
+    ("rmsnorm", "64x32x256", "bfloat16"): {"resident": 0.5, "tiled": 0.6, "split": 0.7, "compile": 0.8},
+    ("softmax", "64x32x2048", "bfloat16"): {"resident": 2.0, "tiled": 0.5, "split": 0.55, "compile": 1.0},
+    ("layernorm", "64x32x1024", "float32"): {"resident": 0.4, "tiled": 0.5, "split": 0.42, "compile": 0.45},
 }
 
 
@@ -106,8 +118,8 @@ def _fake_tune(calls: list, db_times: dict):
         from autotune.strategies import get_strategy
         from autotune.task import bind_live
 
-        formulation = "tiled" if kernel.startswith("matmul-tiled-") else "resident"
-        epilogue = kernel.removeprefix("matmul-tiled-").removeprefix("matmul-")
+        formulation = next((f for f in ("tiled", "split") if kernel.startswith(f"matmul-{f}-")), "resident")
+        epilogue = kernel.removeprefix(f"matmul-{formulation}-").removeprefix("matmul-")
         times = db_times[epilogue, shape, dtype]
         spec = get_kernel(kernel)
         task = bind_live(spec, parse_shape(shape, 3), parse_dtype(dtype), "cpu")
@@ -115,7 +127,8 @@ def _fake_tune(calls: list, db_times: dict):
         journal = Cache.open(db, create=True)
         try:
             outcome = Session(task, fake, get_strategy("random")(task.space, seed=0),
-                              SessionSettings(strategy="random", seed=0, budget=2, mode="gpu"), journal).run()
+                              SessionSettings(strategy="random", seed=0, budget=2, mode="gpu"), journal,
+                              seeds=[("user", c) for c in configs], options={"user_configs": list(configs)}).run()
         finally:
             journal.close()
         calls.append((kernel, list(configs), seed_from))
@@ -141,16 +154,34 @@ def recorded(tmp_path_factory):
 
 def test_runner_seeds_the_tiled_session_and_skips_what_is_recorded(recorded):
     from heuristics.device import current_device
-    from heuristics.matmul_formulation import tiled_seed
+    from heuristics.matmul_formulation import split_seed, tiled_seed
 
     kernels = [kernel for kernel, _, _ in recorded.calls]
-    assert kernels == ["matmul-tiled-rmsnorm", "matmul-rmsnorm", "matmul-tiled-softmax", "matmul-softmax",
-                       "matmul-tiled-layernorm", "matmul-layernorm"]
-    assert recorded.first[0]["tiled"] == "recorded" and isinstance(recorded.first[0]["resident"], dict)
-    assert all(o["tiled"] == "recorded" and o["resident"] == "recorded" for o in recorded.again)
+    assert kernels == ["matmul-tiled-rmsnorm", "matmul-split-rmsnorm", "matmul-rmsnorm",
+                       "matmul-tiled-softmax", "matmul-split-softmax", "matmul-softmax",
+                       "matmul-tiled-layernorm", "matmul-split-layernorm", "matmul-layernorm"]
+    first = recorded.first[0]
+    assert first["tiled"] == first["split"] == "recorded" and isinstance(first["resident"], dict)
+    assert all(o["tiled"] == o["split"] == o["resident"] == "recorded" for o in recorded.again)
     kernel, configs, seed_from = recorded.calls[0]
     assert configs == [tiled_seed(64, 32, 256, "bfloat16", current_device())] and seed_from == "default"
-    assert recorded.calls[1][1:] == ([], "default,heuristic")
+    assert recorded.calls[1][1:] == ([split_seed(64, 256, "bfloat16", current_device())], "default")
+    assert recorded.calls[2][1:] == ([], "default,heuristic")
+
+
+def test_runner_measures_only_the_formulations_asked_and_offered(tmp_path):
+    from experiments import matmul_formulations as mf
+
+    calls: list = []
+    args = SimpleNamespace(db=tmp_path / "f.db", shipped=None, seconds=1.0, strategy="random", seed=0,
+                           compile_timeout=60.0, resident="never", formulations=("split",))
+    rows = mf.Cell("rmsnorm", "64x32x256", "bfloat16", "fixture")
+    values = mf.Cell("max", "64x32x256", "bfloat16", "fixture")  # an [M] epilogue: no split form
+    times = {("rmsnorm", "64x32x256", "bfloat16"): TIMES[("rmsnorm", "64x32x256", "bfloat16")]}
+    assert mf.tune_cell(rows, args, _fake_tune(calls, times), say=lambda _: None).keys() == {"cell", "split"}
+    assert mf.tune_cell(values, args, _fake_tune(calls, times), say=lambda _: None) == {"cell": values.name}
+    assert [kernel for kernel, _, _ in calls] == ["matmul-split-rmsnorm"]
+    assert not mf.Cell("rmsnorm", "64x32x65536", "bfloat16", "fixture").offers("split")  # over MAX_N
 
 
 def test_report_reads_best_times_baselines_and_judges_the_pick(recorded, tmp_path):
@@ -164,12 +195,17 @@ def test_report_reads_best_times_baselines_and_judges_the_pick(recorded, tmp_pat
     assert wide["pick"] == "tiled" and wide["pick_within_5pct"] is True
     assert wide["tiled_speedup_vs_compile"] == pytest.approx(2.0) and wide["speedup_vs_compile"] == pytest.approx(2.0)
     assert fp32["pick"] == "tiled" and fp32["pick_within_5pct"] is False  # 0.5 against the resident's 0.4
-    assert data["summary"] == {**data["summary"], "cells": 3, "with_both": 3, "pick_within_5pct": 2,
-                               "tiled_beats_compile": 2}  # rmsnorm and softmax
+    assert data["summary"] == {**data["summary"], "cells": 3, "judged": 3, "pick_within_5pct": 2,
+                               "tiled_beats_compile": 2, "split_beats_compile": 3}  # tiled: not the fp32 cell
+    assert wide["split_ms"] == 0.55 and fp32["split_speedup_vs_compile"] == pytest.approx(0.45 / 0.42)
+    # the family's best against torch.compile: 1.6x, 2x, and 0.45 / 0.4 for the fp32 cell
+    assert data["summary"]["family_at_09_of_compile"] == {"fixture": [3, 3]}
+    # the rule's seed in the picked formulation: every config of a fake session times the same
+    assert [r["pick_seed_within_5pct_of_best"] for r in (small, wide, fp32)] == [None, True, False]
     assert json.loads((tmp_path / "matmul_formulations.json").read_text())["summary"] == data["summary"]
     text = (tmp_path / "matmul_formulations.md").read_text()
-    assert ("| softmax 64x32x2048 bfloat16 | fixture | tiled | 2.0000 | 0.5000 | - | 1.0000 | 2.00x | 2.00x | yes |"
-            in text)
+    assert ("| softmax 64x32x2048 bfloat16 | fixture | tiled | 2.0000 | 0.5000 | - | 0.5500 | 1.0000 | 2.00x | 2.00x "
+            "| 1.82x | yes | 0.5000 | yes |" in text)
     assert "**no**" in text and "comfort budget" in text
 
 
@@ -239,7 +275,7 @@ def test_report_keeps_sessions_of_an_older_tiled_source_out_of_the_comparison(tm
     assert data["summary"] == {**data["summary"], "with_tiled": 1, "tiled_older_cells": 1, "tiled_beats_compile": 1}
     text = (tmp_path / "out" / "matmul_formulations.md").read_text()
     assert "| tiled ms | tiled ms (older source) |" in text and "current source" in text
-    assert "| rmsnorm 64x32x256 bfloat16 | fixture | resident | - | 0.6000 | 0.3000 | 0.9000 |" in text
+    assert "| rmsnorm 64x32x256 bfloat16 | fixture | resident | - | 0.6000 | 0.3000 | - | 0.9000 |" in text
 
 
 def test_runner_measures_again_a_cell_recorded_only_with_an_older_source(tmp_path):

@@ -60,12 +60,16 @@ def _launch_classes() -> list[type]:
     return classes + [InterpretedFunction]
 
 
+_held = False  # set while triton_launches_compile_only is active
+
+
 @contextlib.contextmanager
 def triton_launches_compile_only() -> Iterator[None]:
     """While active, every Triton kernel launch of this process compiles and does not launch.
 
     It swaps a process-wide method, so it is meant for a process that does one thing at a
     time (a compile worker), never for threads that launch kernels meanwhile."""
+    global _held
     originals = {cls: cls.__dict__["run"] for cls in _launch_classes()}
 
     def compile_only(original: Any) -> Any:
@@ -76,8 +80,17 @@ def triton_launches_compile_only() -> Iterator[None]:
 
     for cls, original in originals.items():
         cls.run = compile_only(original)
+    _held = True
     try:
         yield
     finally:
+        _held = False
         for cls, original in originals.items():
             cls.run = original
+
+
+
+def launches_held() -> bool:
+    """Whether `triton_launches_compile_only` is active: a launcher whose host code would run
+    GPU work of its own (a library GEMM) must then skip it and only allocate its result."""
+    return _held

@@ -30,6 +30,7 @@ class BuiltinKernel:
 _MATMUL = BuiltinKernel("matmul_epilogue", "helion", 3)
 _SOFTMAX_HELION = BuiltinKernel("softmax_helion", "helion", 2)
 _MATMUL_TILED = BuiltinKernel("matmul_tiled", "triton", 3)
+_MATMUL_SPLIT = BuiltinKernel("matmul_split", "triton", 3)
 
 BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
     "faulty": BuiltinKernel("faulty_triton", "triton", 2, ("float32",)),
@@ -41,6 +42,13 @@ BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
     "matmul-rmsnorm": _MATMUL,
     "matmul-softmax": _MATMUL,
     "matmul-sum": _MATMUL,
+    "matmul-split-l2norm": _MATMUL_SPLIT,
+    "matmul-split-layernorm": _MATMUL_SPLIT,
+    "matmul-split-logsumexp": _MATMUL_SPLIT,
+    "matmul-split-max": _MATMUL_SPLIT,
+    "matmul-split-rmsnorm": _MATMUL_SPLIT,
+    "matmul-split-softmax": _MATMUL_SPLIT,
+    "matmul-split-sum": _MATMUL_SPLIT,
     "matmul-tiled-l2norm": _MATMUL_TILED,
     "matmul-tiled-layernorm": _MATMUL_TILED,
     "matmul-tiled-logsumexp": _MATMUL_TILED,
