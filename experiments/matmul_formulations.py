@@ -5,12 +5,12 @@
 
 For every cell (the seed study's 30 plus larger-N ones) one `autotune.tune` session of the
 N-tiled Triton kernel (`matmul-tiled-<epilogue>`), seeded with the formulation rule's tiled
-seed (`heuristics.matmul_formulation`) and the space's default; for the [M, N] epilogues one of
-the split kernel (`matmul-split-<epilogue>`: the library GEMM and a tuned row pass), seeded
-with the rule's split seed and the default (`--formulations` picks which); and, where no finished GPU
+seed (`heuristics.matmul_formulation`) and the space's default; one of the split kernel
+(`matmul-split-<epilogue>`: the library GEMM and a tuned row pass), seeded with the rule's split
+seed and the default (`--formulations` picks which); and, where no finished GPU
 session of the resident Helion kernel (`matmul-<epilogue>`) is recorded in --db or the shipped
 cache.db, one of it too, seeded by the default and the resident rule.  A cell whose session of
-the kernel's current source is already recorded is skipped, so a run cut short is continued by
+the kernel's current source is already recorded is skipped (unless --again), so a run cut short is continued by
 running it again (and a kernel whose source changed is measured again).
 
 The report reads recorded sessions only (never the run's memory): per cell, the best time of
@@ -59,14 +59,10 @@ class Cell:
         return f"matmul-{self.epilogue}" if formulation == "resident" else f"matmul-{formulation}-{self.epilogue}"
 
     def offers(self, formulation: str) -> bool:
-        """Whether the formulation exists for the cell: split only for the [M, N] epilogues and rows
-        a program holds whole."""
-        if formulation != "split":
-            return True
+        """Whether the formulation exists for the cell: split only for rows a program holds whole."""
         from autotune.kernels.matmul_split import MAX_N
-        from heuristics.matmul_formulation import epilogue_writes_rows
 
-        return epilogue_writes_rows(self.epilogue) and self.dims[2] <= MAX_N
+        return formulation != "split" or self.dims[2] <= MAX_N
 
 
 def _seed_study_cells() -> list[Cell]:
@@ -186,7 +182,7 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
     wanted += ["resident"] if args.resident == "missing" else []
     outcome: dict[str, Any] = {"cell": cell.name}
     for formulation in wanted:
-        if done[formulation]:
+        if done[formulation] and not getattr(args, "again", False):
             outcome[formulation] = "recorded"
             continue
         m, k, n = cell.dims
@@ -432,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated formulations to measure, of %(default)s")
     parser.add_argument("--resident", choices=("missing", "never"), default="missing",
                         help="also tune the resident kernel where no finished session of it is recorded")
+    parser.add_argument("--again", action="store_true",
+                        help="measure cells whose session of the kernel's current source is recorded once more")
     parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the database")
     parser.add_argument("--out", type=Path, default=REPORTS, help="where the report goes (default: %(default)s)")
     args = parser.parse_args(argv)

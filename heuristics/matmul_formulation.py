@@ -14,14 +14,22 @@ Three formulations compute `epilogue(x @ w)` (x [M, K], w [K, N]):
 
 The rule: resident only where its accumulator fits comfortably: [COMFORT_M_BLOCK, N_pad]
 fp32 within COMFORT_ACC_BYTES, which is N_pad <= 512 whatever the dtype, and only when the
-resident rule (`matmul_epilogue_resident`) would size a seed at all.  Otherwise, for the [M]
-epilogues (logsumexp, sum, max), tiled: its GEMM keeps y on chip, where split would write all of
-y and read it back.  For the [M, N] epilogues both move the same bytes, so the GEMM decides:
-split where the product spans at least SPLIT_MIN_WAVES waves of 128x128 output tiles (the
-library's GEMM is the stronger one on large products), or where rows are not 16-byte multiples
-(the tiled GEMM then loads w one element at a time); tiled below that, where one launch of a
-right-sized Triton tile beats the library's fixed costs.  The split rule was declared before any
-split session was measured; `experiments.matmul_formulations` judges it.
+resident rule (`matmul_epilogue_resident`) would size a seed at all.  Otherwise:
+
+* fp32 operands: split, whatever the epilogue.  IEEE fp32 products run on CUDA cores in both
+  GEMMs, and the library's was the faster at both fp32 cells measured both ways (layernorm
+  2048x2048x2048 and softmax 131072x512x2048, seed-study cells: fitted there, after the first
+  split sessions);
+* 16-bit [M] epilogues (logsumexp, sum, max): tiled, whose GEMM keeps y on chip, where split
+  would write all of y and read it back;
+* 16-bit [M, N] epilogues, which move the same bytes either way, so the GEMM decides: split where
+  the product spans at least SPLIT_MIN_WAVES waves of 128x128 output tiles (the library's GEMM
+  is the stronger one on large products), or where rows are not 16-byte multiples (the tiled
+  GEMM then loads w one element at a time); tiled below that, where one launch of a right-sized
+  Triton tile beats the library's fixed costs.  This part was declared before any split session
+  was measured.
+
+`experiments.matmul_formulations` judges the rule on every cell measured both ways.
 
 What backs the threshold, and what does not: the seed study's H100 grids in cache.db time
 the resident kernel against torch.compile (`python -m experiments.seed_study.report`).  The
@@ -113,7 +121,7 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
                            f"{accumulator} B fits the {COMFORT_ACC_BYTES} B comfort budget; resident seed {block}, "
                            f"{seed['num_warps']} warps, {seed['num_stages']} stages")
     rows_out = epilogue_writes_rows(epilogue)
-    split_why = split_reason(m, n, dtype, device) if rows_out else None
+    split_why = split_reason(m, n, dtype, device, writes_rows=rows_out)
     if split_why:
         config = split_seed(m, n, dtype, device)
         return Formulation(SPLIT_FORMULATION, f"matmul-split-{epilogue}", config,
@@ -129,7 +137,7 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
     else:
         loads = "tiles by pointer loads (fp32, or too small a problem for a descriptor built at every call)"
     if not rows_out:
-        why += "; tiled: an [M] epilogue, whose tiled GEMM never writes y (split would write and read it)"
+        why += "; tiled: a 16-bit [M] epilogue, whose tiled GEMM never writes y (split would write and read it)"
     return Formulation(TILED_FORMULATION, f"matmul-tiled-{epilogue}", config,
                        f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages, "
                        f"{loads}, {form}")
@@ -165,11 +173,15 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writ
     return space.ordered(point) if not space.violations(point) else dict(space.default)
 
 
-def split_reason(m: int, n: int, dtype: str, device: DeviceLimits) -> str | None:
-    """Why an [M, N] epilogue past the resident budget goes split, or None for tiled."""
+def split_reason(m: int, n: int, dtype: str, device: DeviceLimits, *, writes_rows: bool = True) -> str | None:
+    """Why a cell past the resident budget goes split, or None for tiled."""
     from autotune.kernels.matmul_split import MAX_N
 
     if n > MAX_N:
+        return None
+    if itemsize_of(dtype) == 4:
+        return "fp32 products run on CUDA cores in either GEMM, and the library's is the faster"
+    if not writes_rows:
         return None
     tiles = -(-m // SPLIT_TILE) * -(-n // SPLIT_TILE)
     if tiles >= SPLIT_MIN_WAVES * device.sm_count:

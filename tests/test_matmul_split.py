@@ -113,6 +113,30 @@ def test_a_row_wider_than_a_program_holds_is_refused_in_one_line():
         launch({"ROWS": 1, "num_warps": 1, "num_stages": 1}, x, w)
 
 
+@pytest.mark.parametrize("dtype_name, k, n, k_up, n_up", [
+    ("bfloat16", 45, 70, 48, 72),  # 90 and 140 B rows: both padded to 16-byte multiples
+    ("float32", 48, 2044, 48, 2044),  # 192 and 8176 B: aligned, no copy
+    ("float16", 64, 2044, 64, 2048),
+])
+def test_unaligned_operands_are_padded_for_the_library_gemm(dtype_name, k, n, k_up, n_up, monkeypatch):
+    import torch
+
+    from autotune.kernels import compile_only
+    from autotune.kernels.matmul_split import library_product
+
+    dtype = getattr(torch, dtype_name)
+    x, w = torch.randn((5, k)).to(dtype), torch.randn((k, n)).to(dtype)
+    seen = []
+    real = torch.Tensor.__matmul__
+    monkeypatch.setattr(torch.Tensor, "__matmul__", lambda a, b: seen.append((a.shape[1], b.shape[1])) or real(a, b))
+    y = library_product(x, w)
+    assert seen == [(k_up, n_up)] and y.shape == (5, n_up) and y.stride() == (n_up, 1)
+    assert torch.equal(y[:, :n], real(x, w)) and not y[:, n:].any()  # zero columns past N
+    with compile_only.triton_launches_compile_only():  # the same y, so the row pass compiled is the one run
+        assert library_product(x, w).stride() == y.stride()
+    assert len(seen) == 1
+
+
 def test_compile_only_runs_no_library_gemm(monkeypatch):
     """A compile worker beside a timing one compiles the row pass; the GEMM must not run there."""
     import torch
@@ -120,8 +144,8 @@ def test_compile_only_runs_no_library_gemm(monkeypatch):
     from autotune.kernels import compile_only
     from autotune.kernels.matmul_split import library_product
 
-    x, w = torch.ones((3, 4)), torch.ones((4, 5))
-    assert torch.equal(library_product(x, w), torch.full((3, 5), 4.0))
+    x, w = torch.ones((3, 4)), torch.ones((4, 8))
+    assert torch.equal(library_product(x, w), torch.full((3, 8), 4.0))
 
     def no_gemm(*_):
         raise AssertionError("the GEMM ran while launches were held")
@@ -132,6 +156,6 @@ def test_compile_only_runs_no_library_gemm(monkeypatch):
         assert compile_only.launches_held()
         y = library_product(x, w)
     assert not compile_only.launches_held()
-    assert (y.shape, y.dtype) == ((3, 5), x.dtype)
+    assert (y.shape, y.dtype) == ((3, 8), x.dtype)
     with pytest.raises(AssertionError, match="GEMM ran"):
         library_product(x, w)

@@ -11,7 +11,10 @@ a parameter.  The formulation rule (`heuristics.matmul_formulation`) says where 
 
 The whole row of a program stays in registers (a [ROWS, next_pow2(N)] fp32 block), so N is
 limited to MAX_N; the space caps the values each thread holds.  Strides are passed, so sliced
-and transposed inputs work (the library GEMM takes them as they are).  Shapes MxKxN.
+and transposed inputs work (the library GEMM takes them as they are).  Where K or N is no
+multiple of 16 bytes, the operands are copied into zero-padded ones first (as torch.compile's
+plan pads them): the library GEMM then reads and writes whole 16-byte vectors instead of falling
+back to a slow kernel, for one read and write of w (and of x, if K is the odd one).  Shapes MxKxN.
 """
 
 from __future__ import annotations
@@ -82,11 +85,24 @@ def row_epilogue(y_ptr, out_ptr, M, N, stride_ym, stride_yn, stride_om, stride_o
         tl.store(out_ptr + rows * stride_om, value, mask=row_ok)
 
 
+def padded(extent: int, itemsize: int) -> int:
+    """The extent rounded up to a whole number of 16-byte vectors."""
+    unit = max(1, 16 // itemsize)
+    return -(-extent // unit) * unit
+
+
 def library_product(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """y = x @ w in x's dtype by the vendor library; while launches are held for compiling only
-    (a compile worker beside a timing one), an empty y of the same shape, so no GEMM runs."""
+    """y = x @ w in x's dtype by the vendor library, [M, padded(N)] with the first N columns the
+    product; while launches are held for compiling only (a compile worker beside a timing one),
+    an empty y of the same shape, so no GEMM runs."""
+    (m, k), n = x.shape, w.shape[1]
+    k_up, n_up = padded(k, x.element_size()), padded(n, x.element_size())
     if compile_only.launches_held():
-        return torch.empty((x.shape[0], w.shape[1]), dtype=x.dtype, device=x.device)
+        return torch.empty((m, n_up), dtype=x.dtype, device=x.device)
+    if k_up != k:
+        x = torch.nn.functional.pad(x, (0, k_up - k))
+    if (k_up, n_up) != (k, n):
+        w = torch.nn.functional.pad(w, (0, n_up - n, 0, k_up - k))
     return x @ w
 
 
