@@ -381,8 +381,10 @@ def markdown(data: dict[str, Any]) -> str:
         f"* The rule's tiled seed is within {pct}% of the tiled kernel's best in {_counts(s['seed_within_5pct'])}.",
         "",
         "Which cells fitted what: the tiled seed's constants were fitted on the seed study and larger N cells; "
-        "the rule check cells were declared before any was measured, to judge it. The split rule and its seed were "
-        "declared before any split session was measured, so every cell judges them.",
+        "the rule check cells were declared before any was measured, to judge it. The split rule's 16-bit part and "
+        "the split seed were declared before any split session was measured, so every cell judges them; its fp32 "
+        "part (split for fp32 operands) was fitted on the two fp32 cells first measured both ways, layernorm "
+        "2048x2048x2048 and softmax 131072x512x2048.",
         "",
         "The best of a formulation is over every recorded session of the current source at the cell (the sessions "
         "columns). `pick seed ms` is the rule's seed for the picked formulation and `tiled seed ms` its tiled seed, "
