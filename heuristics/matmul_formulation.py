@@ -69,14 +69,19 @@ TILED_MIN_BLOCK_M = 32
 COMBINE_PROGRAMS_PER_SM = 2
 # Tiled seed, fitted on the tiled sessions of the formulation report
 # (experiments/reports/matmul_formulations.md: the seed study's cells with N >= 1024 and the seven
-# larger-N cells; its RULE_CHECK cells are declared to judge it on cells it was not fitted to):
+# larger-N cells; its RULE_CHECK cells are declared to judge it on cells it was not fitted to, and
+# RULE_CHECK_2 the revision below that was made after the RULE_CHECK results had been seen):
 # * two launches always: the one-launch row-block form lost wherever an earlier rule seeded it;
 # * TMA only for 16-bit operands on problems of at least TMA_MIN_MACS multiply-adds: a tensor
 #   descriptor is built on the host at every call, and the fastest configs of the small and of
 #   the fp32 cells all loaded their tiles by pointers;
 # * the 256-wide N tile (Triton's usual Hopper tile, 128x256x64) for 16-bit [M, N] epilogues with
 #   K >= WIDE_N_MIN_K and N >= WIDE_N_MIN_N: most such cells were fastest with a 256-wide tile,
-#   none at K = 512.
+#   none at K = 512;
+# * revised: the same tile for 16-bit [M] epilogues with N >= WIDE_N_MIN_N at any K.  Their GEMM
+#   writes no y, only partials, and the fastest [M] configs at the larger-N cells had 32768-element
+#   tiles (max 65536x512x1536: 128x256, 5% ahead of 128x128; logsumexp 32768x1024x8192: 256x128),
+#   as had the two 16-bit [M] rule-check cells, seen before this revision.
 TMA_MIN_MACS = 2 ** 34
 WIDE_N_MIN_K = 768
 WIDE_N_MIN_N = 512
@@ -164,7 +169,7 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writ
         point["COMBINE_ROWS"] //= 2
     point["ROW_BLOCK"] = 0
     sixteen_bit = itemsize_of(dtype) == 2
-    if sixteen_bit and writes_rows and k >= WIDE_N_MIN_K and n >= WIDE_N_MIN_N:
+    if sixteen_bit and n >= WIDE_N_MIN_N and (k >= WIDE_N_MIN_K or not writes_rows):
         wide = {**point, "BLOCK_N": 256}
         if not space.violations(wide):
             point = wide

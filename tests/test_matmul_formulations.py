@@ -70,6 +70,8 @@ def test_tiled_seed_is_a_valid_point_at_every_cell_of_the_experiment():
     assert len([c for c in cells if c.source == "seed study"]) == 30
     assert len([c for c in cells if c.source == "larger N" and c.dims[2] >= 1024]) >= 6
     assert len([c for c in cells if c.source == "rule check"]) >= 6  # not fitted on: the rule's judges
+    assert len([c for c in cells if c.source == "rule check 2"]) >= 8  # judges of the revised rule
+    assert len({c.name for c in cells}) == len(cells)  # no cell declared twice
     for cell in cells:
         seed = tiled_seed(*cell.dims, cell.dtype, H100)
         assert not _space(cell.dtype, cell.dims).violations(seed), cell.name
@@ -84,7 +86,9 @@ def test_the_seed_takes_two_launches_and_the_wide_tile_and_tma_only_where_the_fi
     # [M] epilogues: two launches like every other (the row-block form lost wherever it was seeded)
     lse = pick_formulation("logsumexp", 32768, 1024, 8192, "float16", H100)
     assert lse.config["ROW_BLOCK"] == 0 and "two launches" in lse.why
-    assert lse.config["BLOCK_N"] == 128  # an [M] output: the wide tile is for [M, N] epilogues
+    assert lse.config["BLOCK_N"] == 256  # a 16-bit [M] output: the wide tile at any K (the revision)
+    assert tiled_seed(65536, 512, 1536, "bfloat16", H100, writes_rows=False)["BLOCK_N"] == 256
+    assert tiled_seed(65536, 512, 1536, "bfloat16", H100)["BLOCK_N"] == 128  # [M, N] at K = 512: not
     # 16-bit [M, N] epilogue, K >= 768, large: the 256-wide tile, tiles by TMA
     wide = SimpleNamespace(config=tiled_seed(32768, 1024, 1536, "bfloat16", H100))
     assert (wide.config["BLOCK_N"], wide.config["TMA"], wide.config["ROW_BLOCK"]) == (256, 1, 0)
@@ -208,6 +212,7 @@ def test_report_reads_best_times_baselines_and_judges_the_pick(recorded, tmp_pat
     assert data["summary"]["family_at_09_of_compile"] == {"fixture": [3, 3]}
     # the rule's seed in the picked formulation: every config of a fake session times the same
     assert [r["pick_seed_within_5pct_of_best"] for r in (small, wide, fp32)] == [None, True, False]
+    assert [r["pick_seed_is_the_rules_now"] for r in (small, wide, fp32)] == [None, True, True]
     assert json.loads((tmp_path / "matmul_formulations.json").read_text())["summary"] == data["summary"]
     text = (tmp_path / "matmul_formulations.md").read_text()
     assert ("| softmax 64x32x2048 bfloat16 | fixture | tiled | 2.0000 | 0.5000 | - | 0.5500 | 1.0000 | 2.00x | 2.00x "
@@ -221,6 +226,7 @@ def test_cells_filter_and_a_report_without_sessions(tmp_path):
     assert [c.name for c in mf.select(mf.all_cells(), "32768x1024x1536")] == ["rmsnorm 32768x1024x1536 bfloat16"]
     assert len(mf.select(mf.all_cells(), None)) == len(mf.all_cells())
     assert [c.source for c in mf.select(mf.all_cells(), "rule check")] == ["rule check"] * len(mf.RULE_CHECK)
+    assert len(mf.select(mf.all_cells(), "rule check 2")) == len(mf.RULE_CHECK_2)
     from autotune.cache import Cache
 
     Cache.open(tmp_path / "empty.db", create=True).close()
