@@ -50,6 +50,8 @@ from heuristics.device import DeviceLimits, current_device
 from heuristics.facts import RESIDENT, KernelFacts, MatmulFact, MatmulWithReductionEpilogueFact, ReductionFact
 from heuristics.rules import Declined
 
+MAX_N = 16 * 32 * 64  # autotune.kernels.matmul_split.MAX_N (a test checks): the widest row its pass holds
+
 RESIDENT_FORMULATION = "resident"
 TILED_FORMULATION = "tiled"
 SPLIT_FORMULATION = "split"
@@ -115,9 +117,9 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
     accumulator = COMFORT_M_BLOCK * n_pad * 4
     seed = resident_seed(epilogue, m, k, n, dtype, device)
     if isinstance(seed, Declined):
-        why = f"tiled: the resident rule declines ({seed.reason})"
+        why = f"not resident: the resident rule declines ({seed.reason})"
     elif accumulator > COMFORT_ACC_BYTES:
-        why = (f"tiled: N={n} (N_pad {n_pad}): a resident fp32 accumulator [{COMFORT_M_BLOCK}, {n_pad}] needs "
+        why = (f"not resident: N={n} (N_pad {n_pad}): a resident fp32 accumulator [{COMFORT_M_BLOCK}, {n_pad}] needs "
                f"{accumulator} B, over the {COMFORT_ACC_BYTES} B comfort budget (half the register file)")
     else:
         block = f"M_BLOCK {seed['block_sizes[0]']}, K_BLOCK {seed['block_sizes[1]']}"
@@ -142,9 +144,14 @@ def pick_formulation(epilogue: str, m: int, k: int, n: int, dtype: str,
     else:
         loads = "tiles by pointer loads (fp32, or too small a problem for a descriptor built at every call)"
     if not rows_out:
-        why += "; tiled: a 16-bit [M] epilogue, whose tiled GEMM never writes y (split would write and read it)"
+        tiled_why = "a 16-bit [M] epilogue, whose tiled GEMM never writes y (split would write and read it)"
+    elif n > MAX_N:
+        tiled_why = f"rows of N={n} are wider than the split row pass holds ({MAX_N})"
+    else:
+        tiled_why = (f"under {SPLIT_MIN_WAVES} waves of {SPLIT_TILE}x{SPLIT_TILE} output tiles, where one launch "
+                     "of a right-sized Triton tile beats the library's fixed costs")
     return Formulation(TILED_FORMULATION, f"matmul-tiled-{epilogue}", config,
-                       f"{why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages, "
+                       f"{why}; tiled: {tiled_why}; tiled seed {tile}, {config['num_warps']} warps, {config['num_stages']} stages, "
                        f"{loads}, {form}")
 
 
@@ -180,8 +187,6 @@ def tiled_seed(m: int, k: int, n: int, dtype: str, device: DeviceLimits, *, writ
 
 def split_reason(m: int, n: int, dtype: str, device: DeviceLimits, *, writes_rows: bool = True) -> str | None:
     """Why a cell past the resident budget goes split, or None for tiled."""
-    from autotune.kernels.matmul_split import MAX_N
-
     if n > MAX_N:
         return None
     if itemsize_of(dtype) == 4:

@@ -38,8 +38,8 @@ def test_rule_picks_resident_for_small_n_then_tiled_or_split(epilogue, shape, dt
     if formulation == "resident":
         assert pick.why.startswith("resident:")
     else:  # past the resident budget: the budget's reason, then the formulation's own
-        assert pick.why.startswith("tiled:") and "comfort budget" in pick.why
-        assert (f"; {formulation}:" in pick.why) == (formulation == "split" or epilogue == "logsumexp")
+        assert pick.why.startswith("not resident:") and "comfort budget" in pick.why
+        assert f"; {formulation}:" in pick.why
         assert ("fp32 products" in pick.why) == (dtype == "float32")
     if formulation == "tiled":
         assert pick.kernel == f"matmul-tiled-{epilogue}"
@@ -50,6 +50,16 @@ def test_rule_picks_resident_for_small_n_then_tiled_or_split(epilogue, shape, dt
         assert not space.violations(pick.config)
     else:
         assert pick.kernel == f"matmul-{epilogue}" and {"block_sizes[0]", "block_sizes[1]"} <= set(pick.config)
+
+
+def test_the_rules_row_limit_is_the_split_kernels():
+    from autotune.kernels import matmul_split
+    from heuristics import matmul_formulation
+    from heuristics.device import H100
+
+    assert matmul_formulation.MAX_N == matmul_split.MAX_N
+    wide = matmul_formulation.pick_formulation("rmsnorm", 65536, 1024, matmul_split.MAX_N + 16, "bfloat16", H100)
+    assert wide.formulation == "tiled" and "wider than the split row pass holds" in wide.why
 
 
 def test_rule_goes_tiled_with_the_resident_rules_reason_when_it_declines():

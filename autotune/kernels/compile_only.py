@@ -89,7 +89,6 @@ def triton_launches_compile_only() -> Iterator[None]:
             cls.run = original
 
 
-
 def launches_held() -> bool:
     """Whether `triton_launches_compile_only` is active: a launcher whose host code would run
     GPU work of its own (a library GEMM) must then skip it and only allocate its result."""
