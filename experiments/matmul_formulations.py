@@ -99,9 +99,10 @@ RULE_CHECK = tuple(Cell(e, s, d, "rule check") for e, s, d in (
 ))
 
 
-# Declared before any was measured, after the rule's revisions that the RULE_CHECK results had
-# been seen for (the tiled seed's wide tile for 16-bit [M] epilogues; split for fp32): [M]
-# epilogues in 16 bits, fp32 cells, and 16-bit [M, N] cells on both sides of the split threshold.
+# Declared before any was measured, to judge the rule's revisions made after the RULE_CHECK results
+# had been seen (the tiled seed's wide tile for 16-bit [M] epilogues; split for fp32; split for
+# every 16-bit [M, N] epilogue, revised after these cells were declared): [M] epilogues in 16 bits,
+# fp32 cells, and 16-bit [M, N] cells, two of them under the first split rule's four waves of tiles.
 RULE_CHECK_2 = tuple(Cell(e, s, d, "rule check 2") for e, s, d in (
     ("logsumexp", "16384x2048x6144", "bfloat16"),
     ("max", "49152x1024x2048", "bfloat16"),
@@ -398,11 +399,13 @@ def markdown(data: dict[str, Any]) -> str:
     lines += [
         f"* The rule's tiled seed is within {pct}% of the tiled kernel's best in {_counts(s['seed_within_5pct'])}.",
         "",
-        "Which cells fitted what: the tiled seed's constants were fitted on the seed study and larger N cells; "
-        "the rule check cells were declared before any was measured, to judge it. The split rule's 16-bit part and "
-        "the split seed were declared before any split session was measured, so every cell judges them; its fp32 "
-        "part (split for fp32 operands) was fitted on the two fp32 cells first measured both ways, layernorm "
-        "2048x2048x2048 and softmax 131072x512x2048.",
+        "Which cells fitted what: the tiled seed's constants were fitted on the seed study and larger N cells, and "
+        "the rule check cells were declared before any was measured, to judge it. After their results had been "
+        "seen, the tiled seed took the wide N tile for 16-bit [M] epilogues, and after the first split sessions the "
+        "split rule (first declared, before any split session, for large 16-bit [M, N] products only) was revised "
+        "to split for fp32 cells and every 16-bit [M, N] epilogue: so every cell measured before is a fitting cell "
+        "for those revisions, and the rule check 2 cells, declared before both and before any measurement, are "
+        "their judges.",
         "",
         "The best of a formulation is over every recorded session of the current source at the cell (the sessions "
         "columns). `pick seed ms` is the rule's seed for the picked formulation and `tiled seed ms` its tiled seed, "

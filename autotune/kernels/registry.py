@@ -60,8 +60,8 @@ def _load_builtins() -> None:
     # Imported lazily: the kernel modules import helion and triton, which the cache and
     # replay paths do not need.
     from autotune.kernels import (  # noqa: F401
-        faulty_triton, matmul_epilogue, matmul_split, matmul_tiled, softmax_cooperative, softmax_helion, softmax_lookback,
-        softmax_persistent, softmax_resident, softmax_split, softmax_triton,
+        faulty_triton, matmul_epilogue, matmul_split, matmul_tiled, softmax_cooperative, softmax_helion,
+        softmax_lookback, softmax_persistent, softmax_resident, softmax_split, softmax_triton,
     )
 
 
