@@ -353,3 +353,17 @@ def test_report_times_the_seed_each_session_was_given_against_the_tiled_best(tmp
     assert row["seed_is_the_rules_now"] is False
     text = (tmp_path / "out" / "matmul_formulations.md").read_text()
     assert "| 1.0000 | **no** (rule changed) |" in text
+
+
+def test_repeat_spread_is_the_widest_ratio_between_timings_of_one_config_in_a_session():
+    from experiments.matmul_formulations import repeat_spread
+
+    def row(config: dict, ms: float | None, ok: bool = True):
+        return SimpleNamespace(candidate=SimpleNamespace(native=config), result=SimpleNamespace(ok=ok, median_ms=ms))
+
+    a, b = {"ROWS": 1, "num_warps": 4}, {"num_warps": 4, "ROWS": 2}
+    rows = {1: [row(a, 1.0), row(b, 2.0), row(dict(reversed(a.items())), 1.1), row(b, 9.0, ok=False)],
+            2: [row(b, 2.0), row(a, 3.0)]}  # a at 3.0 in another session: not a repeat within one
+    cache = SimpleNamespace(session_evaluations=lambda sid: rows[sid])
+    assert repeat_spread(cache, [{"id": 1}, {"id": 2}]) == pytest.approx(1.1)
+    assert repeat_spread(cache, [{"id": 2}]) is None  # nothing timed twice
