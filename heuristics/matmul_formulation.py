@@ -21,7 +21,8 @@ resident rule (`matmul_epilogue_resident`) would size a seed at all.  Otherwise:
   2048x2048x2048 and softmax 131072x512x2048, seed-study cells: fitted there, after the first
   split sessions);
 * 16-bit [M] epilogues (logsumexp, sum, max): tiled, whose GEMM keeps y on chip, where split
-  would write all of y and read it back;
+  would write all of y and read it back (tiled was the faster at five of the seven such cells
+  measured both ways; split at logsumexp 1024x1024x1024 and 131072x3072x2048);
 * 16-bit [M, N] epilogues, which move the same bytes either way, so the GEMM decides: split.
   First declared (before any split session) as split only from four waves of 128x128 output
   tiles or for rows that are not 16-byte multiples, tiled below that; revised after the split
@@ -35,9 +36,9 @@ What backs the threshold, and what does not: the seed study's H100 grids in cach
 the resident kernel against torch.compile (`python -m experiments.seed_study.report`).  The
 resident best beat torch.compile in every recorded cell with N <= 512 (bf16 and fp32) and
 lost in every 16-bit cell with N >= 2048, by 3 to 5x; at N = 1024 it was mixed.
-`python -m experiments.matmul_formulations` on a GPU measures both formulations per cell, and
-its report says whether the pick is within 5% of the better one and how far the tiled seed
-lies from the tiled kernel's best.
+`python -m experiments.matmul_formulations` on a GPU measures the tiled and split formulations
+per cell (and the resident one where none is recorded), and its report says whether the pick is
+within 5% of the best one and how far the rule's seeds lie from the best found.
 """
 
 from __future__ import annotations
