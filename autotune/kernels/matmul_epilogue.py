@@ -16,7 +16,7 @@ The plain `matmul` tiles M, N and K and has no reduction: with the row reduction
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import helion
 import helion.language as hl
@@ -224,21 +224,26 @@ def _reference(epilogue: Epilogue) -> Callable[..., torch.Tensor]:
     return reference
 
 
-def _register_epilogue(name: str, kernel: object, epilogue: Epilogue, keeps_dtype: bool) -> None:
-    cli_name = f"matmul-{name}"
-    eager = _eager(epilogue, keeps_dtype)
+def register_epilogue_kernel(fn: Any, name: str, epilogue: str, what: str, *, sources: tuple,
+                             space: Callable[..., Any] | None = None) -> None:
+    """Register one kernel of the family (resident, tiled or split) computing `epilogue(x @ w)`:
+    the family's inputs, fp64 reference, accounting and baselines, whatever its formulation.  The
+    baselines keep the resident kernel's names, so each epilogue compiles one torch.compile per process."""
+    _, torch_epilogue, keeps_dtype = EPILOGUES[epilogue]
+    eager = _eager(torch_epilogue, keeps_dtype)
     output = "[M, N] in the input dtype" if keeps_dtype else "[M] in float32"
     register(Kernel(
-        kernel,
-        name=cli_name,
-        description=f"Helion {name}(x @ w), x [M, K], w [K, N], N resident (specialised); output {output}",
+        fn,
+        name=name,
+        description=f"{what}; output {output}",
+        space=space,
         rank=3,
         inputs=make_inputs,
-        reference=_reference(epilogue),
-        baselines={"torch": eager, "torch.compile": _compiled_baseline(cli_name, eager)},
+        reference=_reference(torch_epilogue),
+        baselines={"torch": eager, "torch.compile": _compiled_baseline(f"matmul-{epilogue}", eager)},
         bytes_moved=_bytes_moved(keeps_dtype),
         flops=_flops(5),
-        sources=(kernel,),
+        sources=sources,
     ))
 
 
@@ -246,8 +251,9 @@ def _matmul_eager(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w
 
 
-for _name, (_kernel, _epilogue, _keeps) in EPILOGUES.items():
-    _register_epilogue(_name, _kernel, _epilogue, _keeps)
+for _name, (_kernel, _, _) in EPILOGUES.items():
+    register_epilogue_kernel(_kernel, f"matmul-{_name}", _name,
+                             f"Helion {_name}(x @ w), x [M, K], w [K, N], N resident (specialised)", sources=(_kernel,))
 
 register(Kernel(
     matmul_plain,

@@ -19,6 +19,7 @@ back to a slow kernel, for one read and write of w (and of x, if K is the odd on
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
@@ -26,10 +27,8 @@ import triton
 import triton.language as tl
 
 from autotune.kernels import compile_only
-from autotune.kernels.matmul_epilogue import (
-    EPILOGUES, _bytes_moved, _compiled_baseline, _eager, _flops, _reference, make_inputs,
-)
-from autotune.kernels.registry import Kernel, Shape, register
+from autotune.kernels.matmul_epilogue import EPILOGUES, register_epilogue_kernel
+from autotune.kernels.registry import Shape
 from search_spaces.space import ProductLimit, SearchSpace
 from search_spaces.triton_space import declare_triton_space, split_launch_config
 
@@ -152,30 +151,11 @@ def _launcher(epilogue: str) -> Callable[..., torch.Tensor]:
     return launch_epilogue
 
 
-def _space_of(name: str) -> Callable[[Shape, Any], SearchSpace]:
-    return lambda shape, dtype: triton_space(shape, dtype, kernel=name)
-
-
-def kernel_name(epilogue: str) -> str:
-    return f"matmul-split-{epilogue}"
-
-
-for _epilogue, (_resident, _torch_epilogue, _keeps) in EPILOGUES.items():
-    _name = kernel_name(_epilogue)
-    _baseline = _eager(_torch_epilogue, _keeps)
-    register(Kernel(
-        _launcher(_epilogue),
-        name=_name,
-        description=f"{_epilogue}(x @ w), x [M, K], w [K, N]: the library GEMM (torch.matmul) writes y, then a "
-                    f"tuned Triton row pass reads each row once and writes the epilogue; output "
-                    f"{'[M, N] in the input dtype' if _keeps else '[M] in float32'}",
-        space=_space_of(_name),
-        rank=3,
-        inputs=make_inputs,
-        reference=_reference(_torch_epilogue),
-        # the resident kernels' baselines, under their names: one torch.compile per epilogue and process
-        baselines={"torch": _baseline, "torch.compile": _compiled_baseline(f"matmul-{_epilogue}", _baseline)},
-        bytes_moved=_bytes_moved(_keeps),
-        flops=_flops(5),
-        sources=(row_epilogue, library_product, launch, triton_space, _launcher),
-    ))
+for _epilogue in EPILOGUES:
+    _name = f"matmul-split-{_epilogue}"
+    register_epilogue_kernel(
+        _launcher(_epilogue), _name, _epilogue,
+        f"{_epilogue}(x @ w), x [M, K], w [K, N]: the library GEMM (torch.matmul) writes y, then a tuned Triton "
+        f"row pass reads each row once and writes the epilogue",
+        space=functools.partial(triton_space, kernel=_name),
+        sources=(row_epilogue, library_product, launch, triton_space, _launcher))

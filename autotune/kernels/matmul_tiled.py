@@ -44,6 +44,7 @@ cannot describe (a sliced x, a column-major w) fall back to pointer loads.  Shap
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
@@ -51,10 +52,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from autotune.kernels.matmul_epilogue import (
-    EPILOGUES, _bytes_moved, _compiled_baseline, _eager, _flops, _reference, make_inputs,
-)
-from autotune.kernels.registry import Kernel, Shape, register
+from autotune.kernels.matmul_epilogue import EPILOGUES, register_epilogue_kernel
+from autotune.kernels.registry import Shape
 from search_spaces.space import ProductLimit, SearchSpace
 from search_spaces.triton_space import declare_triton_space, split_launch_config
 
@@ -366,31 +365,12 @@ def _launcher(epilogue: str) -> Callable[..., torch.Tensor]:
     return launch_epilogue
 
 
-def _space_of(name: str) -> Callable[[Shape, Any], SearchSpace]:
-    return lambda shape, dtype: triton_space(shape, dtype, kernel=name)
-
-
-def kernel_name(epilogue: str) -> str:
-    return f"matmul-tiled-{epilogue}"
-
-
-for _epilogue, (_resident, _torch_epilogue, _keeps) in EPILOGUES.items():
-    _name = kernel_name(_epilogue)
-    _baseline = _eager(_torch_epilogue, _keeps)
-    register(Kernel(
-        _launcher(_epilogue),
-        name=_name,
-        description=f"Triton {_epilogue}(x @ w), x [M, K], w [K, N]: a GEMM tiled over M, N and K writing "
-                    f"per-tile row statistics, then a row pass combining them; output "
-                    f"{'[M, N] in the input dtype' if _keeps else '[M] in float32'}",
-        space=_space_of(_name),
-        rank=3,
-        inputs=make_inputs,
-        reference=_reference(_torch_epilogue),
-        # the resident kernels' baselines, under their names: one torch.compile per epilogue and process
-        baselines={"torch": _baseline, "torch.compile": _compiled_baseline(f"matmul-{_epilogue}", _baseline)},
-        bytes_moved=_bytes_moved(_keeps),
-        flops=_flops(5),
+for _epilogue in EPILOGUES:
+    _name = f"matmul-tiled-{_epilogue}"
+    register_epilogue_kernel(
+        _launcher(_epilogue), _name, _epilogue,
+        f"Triton {_epilogue}(x @ w), x [M, K], w [K, N]: a GEMM tiled over M, N and K writing per-tile row "
+        f"statistics, then a row pass combining them",
+        space=functools.partial(triton_space, kernel=_name),
         sources=(_gemm_tile, _tile_statistics, _combine, tile_product, combine_rows, row_block, launch, tma_ready,
-                 tma_possible, w_rows_aligned, combine_warps, triton_space, _launcher),
-    ))
+                 tma_possible, w_rows_aligned, combine_warps, triton_space, _launcher))
