@@ -146,6 +146,35 @@ def softmax_run(out: Any, ref: Any) -> dict[str, Any]:
             "shape": list(out.shape)}
 
 
+def matmul_epilogue_run(spec: Any, config: Mapping[str, Any], x: Any, w: Any, dtype: Any) -> dict[str, Any]:
+    """One interpreter run of a matmul + epilogue kernel into an output filled with NaN (an element
+    it never writes stays NaN), as `assert_matmul_epilogue_runs_match` reads it (called inside the
+    report scripts, which import it from here)."""
+    import torch
+
+    from autotune.evaluators.timing import relative_error, tolerance_for
+
+    ref = spec.reference((x.double(), w.double()))
+    out = torch.full(ref.shape, float("nan"), dtype=dtype if ref.dim() == 2 else torch.float32)
+    got = spec.triton_launch(config, x, w, out)
+    return {"rel": relative_error(got, ref), "tol": tolerance_for(dtype), "nan": bool(torch.isnan(got).any()),
+            "same": got is out, "shape": list(got.shape), "dtype": str(got.dtype)[6:]}
+
+
+def assert_matmul_epilogue_runs_match(runs: Mapping[str, Mapping[str, Any]]) -> None:
+    """Interpreter runs keyed 'epilogue/dtype/...': every output element written and none NaN, the
+    relative error within the dtype's tolerance, the given out returned, in the epilogue's shape
+    and dtype ([M, N] in the input dtype, or [M] in fp32)."""
+    for name, run in runs.items():
+        assert not run["nan"], name
+        assert run["rel"] <= run["tol"], (name, run)
+        assert run["same"], name
+        epilogue, dtype = name.split("/")[:2]
+        rows_out = epilogue in ("rmsnorm", "layernorm", "softmax", "l2norm")
+        assert run["dtype"] == (dtype if rows_out else "float32"), name
+        assert len(run["shape"]) == (2 if rows_out else 1), name
+
+
 def assert_softmax_runs_match(runs: Mapping[str, Mapping[str, Any]], tolerances: Mapping[str, float]) -> None:
     """Interpreter runs keyed 'ROWSxCOLS/dtype[/...]' (others, such as 'extremes', are fp32):
     no NaN, relative error under the dtype's tolerance, output of the input's shape and dtype."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_report_script, valid_points
+from tests.conftest import assert_matmul_epilogue_runs_match, run_report_script, valid_points
 
 EPILOGUES = ("rmsnorm", "layernorm", "softmax", "l2norm", "logsumexp", "sum", "max")
 
@@ -15,17 +15,12 @@ _INTERPRETED = r"""
 import json, os
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
-from autotune.evaluators.timing import relative_error, tolerance_for
 from autotune.kernels import get_kernel
+from tests.conftest import matmul_epilogue_run
 report = {}
 
 def run(name, spec, config, x, w, dtype):
-    ref = spec.reference((x.double(), w.double()))
-    # out starts as NaN: an element the kernel never writes stays NaN
-    out = torch.full(ref.shape, float("nan"), dtype=dtype if ref.dim() == 2 else torch.float32)
-    got = spec.triton_launch(config, x, w, out)
-    report[name] = {"rel": relative_error(got, ref), "tol": tolerance_for(dtype), "nan": bool(torch.isnan(got).any()),
-                    "same": got is out, "shape": list(got.shape), "dtype": str(got.dtype)[6:]}
+    report[name] = matmul_epilogue_run(spec, config, x, w, dtype)
 
 for epilogue in EPILOGUES:
     spec = get_kernel("matmul-split-" + epilogue)
@@ -64,14 +59,7 @@ def interpreted():
 
 def test_every_epilogue_matches_the_fp64_reference_and_writes_every_element(interpreted):
     assert len(interpreted) == len(EPILOGUES) * 8 + 3
-    for name, run in interpreted.items():
-        assert not run["nan"], name  # every output element written (out started as NaN), none NaN
-        assert run["rel"] <= run["tol"], (name, run)
-        assert run["same"], name  # the given out is the output
-        epilogue, dtype = name.split("/")[:2]
-        rows_out = epilogue in ("rmsnorm", "layernorm", "softmax", "l2norm")
-        assert run["dtype"] == (dtype if rows_out else "float32"), name
-        assert len(run["shape"]) == (2 if rows_out else 1), name
+    assert_matmul_epilogue_runs_match(interpreted)
     for name in ("softmax/float32/spread", "logsumexp/float32/spread"):  # the row max subtracted first
         assert interpreted[name]["rel"] < 1e-5, interpreted[name]
     # y rounded to fp32 at |y| ~ 100 then centred: about 2^-24 * 100 of a unit spread, a fifth of fp32's tolerance

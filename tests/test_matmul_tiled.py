@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_report_script, valid_points
+from tests.conftest import assert_matmul_epilogue_runs_match, run_report_script, valid_points
 
 EPILOGUES = ("rmsnorm", "layernorm", "softmax", "l2norm", "logsumexp", "sum", "max")
 
@@ -21,8 +21,8 @@ _INTERPRETED = r"""
 import json, os
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
-from autotune.evaluators.timing import relative_error, tolerance_for
 from autotune.kernels import get_kernel
+from tests.conftest import matmul_epilogue_run
 from autotune.kernels.matmul_tiled import tma_ready
 
 SMALL = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 4, "COMBINE_ROWS": 4, "num_warps": 4, "num_stages": 1}
@@ -30,12 +30,7 @@ EVEN = {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "COMBINE_ROWS
 report = {}
 
 def run(name, spec, config, x, w, dtype):
-    ref = spec.reference((x.double(), w.double()))
-    # out starts as NaN: an element the kernel never writes stays NaN
-    out = torch.full(ref.shape, float("nan"), dtype=dtype if ref.dim() == 2 else torch.float32)
-    got = spec.triton_launch(config, x, w, out)
-    report[name] = {"rel": relative_error(got, ref), "tol": tolerance_for(dtype), "nan": bool(torch.isnan(got).any()),
-                    "same": got is out, "shape": list(got.shape), "dtype": str(got.dtype)[6:]}
+    report[name] = matmul_epilogue_run(spec, config, x, w, dtype)
 
 for epilogue in EPILOGUES:
     spec = get_kernel("matmul-tiled-" + epilogue)
@@ -87,14 +82,7 @@ def test_every_epilogue_matches_the_fp64_reference_and_writes_every_element(inte
     assert len(interpreted) == len(EPILOGUES) * 13 + 3
     assert sum("row-block" in name for name in interpreted) == len(EPILOGUES) * 2
     assert sum("/tma" in name for name in interpreted) == len(EPILOGUES) * 4
-    for name, run in interpreted.items():
-        assert not run["nan"], name  # every output element written (out started as NaN), none NaN
-        assert run["rel"] <= run["tol"], (name, run)
-        assert run["same"], name  # the given out is the output
-        epilogue, dtype = name.split("/")[:2]
-        rows_out = epilogue in ("rmsnorm", "layernorm", "softmax", "l2norm")
-        assert run["dtype"] == (dtype if rows_out else "float32"), name
-        assert len(run["shape"]) == (2 if rows_out else 1), name
+    assert_matmul_epilogue_runs_match(interpreted)
 
 
 def test_float32_is_ieee_accurate_and_float16_rounds_once(interpreted):
