@@ -129,10 +129,13 @@ def select(cells: Sequence[Cell], patterns: str | None) -> list[Cell]:
 
 
 # -- recorded sessions ------------------------------------------------------------------------
-def cell_sessions(cache: Any, cell: Cell, formulation: str) -> list[dict[str, Any]]:
-    """GPU sessions of the cell's kernel in that formulation, oldest first."""
+def cell_sessions(cache: Any, cell: Cell, formulation: str, recorded: list[Session] | None = None
+                  ) -> list[dict[str, Any]]:
+    """GPU sessions of the cell's kernel in that formulation, oldest first, from `recorded` (every
+    session of the cache, read once by a caller that asks for many cells) or read from the cache."""
     kernel = cell.kernel(formulation)
-    return sorted((s for s in cache.sessions(limit=1_000_000) if s["kernel"] == kernel and s["mode"] == "gpu"
+    recorded = cache.sessions(limit=1_000_000) if recorded is None else recorded
+    return sorted((s for s in recorded if s["kernel"] == kernel and s["mode"] == "gpu"
                    and s["shape"] == cell.dims and s["dtype"] == cell.dtype), key=lambda s: s["id"])
 
 
@@ -239,7 +242,7 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
 
 
 # -- report (any machine) -----------------------------------------------------------------------
-def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
+def cell_row(cache: Any, cell: Cell, device: Any = None, recorded: list[Session] | None = None) -> dict[str, Any]:
     """One cell of the report, from the recorded sessions alone."""
     from heuristics.device import H100
     from heuristics.matmul_formulation import epilogue_writes_rows, pick_formulation, tiled_seed
@@ -249,7 +252,8 @@ def cell_row(cache: Any, cell: Cell, device: Any = None) -> dict[str, Any]:
     row: dict[str, Any] = {"cell": cell.name, "epilogue": cell.epilogue, "shape": cell.shape, "dtype": cell.dtype,
                            "source": cell.source, "pick": pick.formulation, "pick_kernel": pick.kernel,
                            "why": pick.why}
-    sessions = {f: cell_sessions(cache, cell, f) for f in FORMULATIONS}
+    recorded = cache.sessions(limit=1_000_000) if recorded is None else recorded
+    sessions = {f: cell_sessions(cache, cell, f, recorded) for f in FORMULATIONS}
     for formulation in FORMULATIONS:
         current, older = by_source(cache, sessions[formulation])
         ms, config = best_of(cache, current)
@@ -320,7 +324,9 @@ def report(db: Path, shipped: Path | None, out_dir: Path = REPORTS, cells: Seque
 
     cache = open_for_reading(db, shipped)
     try:
-        rows = [cell_row(cache, cell, device or H100) for cell in (cells if cells is not None else all_cells())]
+        recorded = cache.sessions(limit=1_000_000)
+        rows = [cell_row(cache, cell, device or H100, recorded)
+                for cell in (cells if cells is not None else all_cells())]
     finally:
         cache.close()
     summary = _summary(rows)
