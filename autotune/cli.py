@@ -96,6 +96,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     tune.add_argument("--generation-size", type=_positive_int, default=None)
     add_database_arguments(tune, writes=True)
     tune.add_argument("--replay", action="store_true", help="answer from the database even if a GPU is present")
+    tune.add_argument("--no-server", action="store_true",
+                      help="run here even if an `autotune serve` server answers (by default the command runs there)")
     tune.add_argument("--space", default=None, help="replay: fingerprint (or prefix) of the recorded space to use")
     tune.add_argument("--fresh", action="store_true", help="measure again even configs already recorded")
     tune.add_argument("--interpret", action="store_true",
@@ -149,7 +151,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 # Commands that live in their own module (autotune/commands/<name>.py): each module has
 # `NAME`, `add_parser(subparsers)` and `run(args, console) -> int`.
 COMMAND_MODULES: tuple[str, ...] = ("noise", "check_config", "import_space", "export_space", "seeds", "merge", "simulate",
-                                    "experiment", "compact")
+                                    "experiment", "compact", "serve")
 
 
 def _command_modules(command: str | None = None) -> list[Any]:
@@ -319,6 +321,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser(_command_in(argv)).parse_args(argv)
         if args.command is None:
             raise UserError("no command given (try: autotune kernels, tune, sessions, show, export, simulate)")
+        if args.command == "tune" and not args.no_server:
+            from autotune.server import forward
+
+            forwarded = forward(argv)  # in a warm server, if one answers: the same command, started in seconds
+            if forwarded is not None:
+                return forwarded
         if args.command in COMMANDS:
             return COMMANDS[args.command](args, console)
         module = next(m for m in _command_modules(args.command) if m.NAME == args.command)

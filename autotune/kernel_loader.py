@@ -5,7 +5,7 @@ the measuring workers' start-up and a session's record all go through `resolve_k
 user's kernel is measured in worker processes exactly as the user wrote it.
 
 A file is imported as a module of its own (its `if __name__ == "__main__":` block does not
-run), once per process.  `name` may be an `autotune.Kernel` or a `@helion.kernel`; a Helion
+run), once per process (`forget_loaded_files` makes the next lookup read it again).  `name` may be an `autotune.Kernel` or a `@helion.kernel`; a Helion
 kernel that the file also wraps in an `autotune.Kernel` (to give it inputs, a reference or
 baselines) is taken with that wrapper's hooks.
 """
@@ -172,6 +172,13 @@ def _load_file(where: str) -> ModuleType:
     finally:
         sys.path.remove(str(resolved.parent))
     return module
+
+
+def forget_loaded_files() -> None:
+    """Forget every kernel file loaded so far, so the next `resolve_kernel` reads it as it is
+    now (a long-lived process, such as `autotune serve`, outlives the user's edits)."""
+    for name in [n for n in sys.modules if n.startswith(_PREFIX)]:
+        del sys.modules[name]
 
 
 def _same_file(a: str, b: Path) -> bool:

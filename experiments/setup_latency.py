@@ -9,7 +9,9 @@ config) and the compile workers (each a CUDA context and inputs, for its smoke r
 compile workers other than the first used to set up when the first generation needed them,
 and their set-ups, which use the GPU, held that generation's first timing back;
 `AUTOTUNE_EARLY_SETUPS=1` (the default) grants them at the start instead, beside the
-benchmark worker's.
+benchmark worker's.  Most of a fresh command's start is its imports (torch, Triton, Helion, in
+the command and in the workers' fork server); the third variant runs the same command through
+an `autotune serve` server started once before its runs (its own start is reported apart).
 
 On a GPU machine this runs the same short `autotune tune` command once per variant and
 repeat, alternating, each compiling into empty compile caches of its own (as on a fresh
@@ -36,7 +38,11 @@ from experiments.session_pairs import REPO, write_report
 
 REPORTS = REPO / "experiments" / "reports"
 RESULTS = REPORTS / "setup_latency.json"
-VARIANTS = {"set up when first needed": "0", "early set-ups": "1"}  # name -> AUTOTUNE_EARLY_SETUPS
+SERVER = "through a warm server"
+VARIANTS = {"set up when first needed": {"AUTOTUNE_EARLY_SETUPS": "0", "AUTOTUNE_SERVER": "off"},
+            "early set-ups": {"AUTOTUNE_EARLY_SETUPS": "1", "AUTOTUNE_SERVER": "off"},
+            SERVER: {"AUTOTUNE_EARLY_SETUPS": "1"}}  # name -> the command's environment (AUTOTUNE_SERVER: set below)
+TARGET_S = 5.0  # the first config measured within this many seconds of the command
 FIRST_RESULTS = 16  # "first generation": the time by which this many configs were measured
 
 
@@ -46,16 +52,39 @@ def command(args: argparse.Namespace) -> list[str]:
             "--fresh", "--db", str(args.db)]
 
 
-def run_once(args: argparse.Namespace, variant: str) -> dict[str, Any]:
+def run_once(args: argparse.Namespace, variant: str, socket: Path | None = None) -> dict[str, Any]:
     """One command in empty compile caches; its times from the command's start."""
     from autotune.evaluators.gpu_process import fresh_compile_caches
 
+    env = {**os.environ, **VARIANTS[variant]}
+    if variant == SERVER:
+        env["AUTOTUNE_SERVER"] = str(socket)
     with fresh_compile_caches():
         started = time.time()
-        subprocess.run(command(args), check=True, cwd=REPO,
-                       env={**os.environ, "AUTOTUNE_EARLY_SETUPS": VARIANTS[variant]})
+        subprocess.run(command(args), check=True, cwd=REPO, env={**env, **_caches()})
         ended = time.time()
     return {"variant": variant, **measured(args.db, started), "command_s": round(ended - started, 2)}
+
+
+def _caches() -> dict[str, str]:
+    from autotune.evaluators.gpu_process import COMPILE_CACHES
+
+    return {name: os.environ[name] for name in COMPILE_CACHES if name in os.environ}
+
+
+def start_server(socket: Path) -> tuple[subprocess.Popen, float]:
+    """`autotune serve` on `socket`, and the seconds until it answered (its imports, fork server)."""
+    from autotune.server import socket_answers
+
+    socket.unlink(missing_ok=True)
+    started = time.time()
+    process = subprocess.Popen([sys.executable, "-m", "autotune.cli", "serve", "--socket", str(socket)], cwd=REPO,
+                               env={**os.environ, "AUTOTUNE_SERVER": str(socket)})
+    while not socket_answers(socket):
+        if process.poll() is not None:
+            raise SystemExit(f"the server stopped at its start (exit {process.returncode})")
+        time.sleep(0.1)
+    return process, round(time.time() - started, 2)
 
 
 def measured(db: Path, started: float) -> dict[str, Any]:
@@ -96,12 +125,29 @@ def report(results: list[dict[str, Any]]) -> str:
         if runs:
             lines.append(f"| {variant} | {len(runs)} | {_spread(runs, 'ready_s')} | {_spread(runs, 'first_result_s')} "
                          f"| {_spread(runs, 'first_results_s')} | {_spread(runs, 'configs', '.0f')} |")
+    starts = [r["server_start_s"] for r in results if r.get("server_start_s") is not None]
+    if starts:
+        lines += ["", f"The server was started once before its runs (`autotune serve`: imports and the workers' fork "
+                  f"server) and took {_spread([{'s': s} for s in starts], 's')} s to answer; that start is not in "
+                  "its runs' times, which begin at each command's start."]
+    lines += ["", f"Target: the first config measured within {TARGET_S:.0f} s of the command. " + _verdicts(results)]
     lines += ["", "Where the evaluator's start went (seconds, median over all runs; phases inside the benchmark "
               "worker and the first compile worker, which it waits for, run side by side):", ""]
     phases = sorted({name for r in results for name in r["set_up"]})
     lines += [f"- {name}: {statistics.median(r['set_up'][name] for r in results if name in r['set_up']):.2f}"
               for name in phases]
     return "\n".join(lines) + "\n"
+
+
+def _verdicts(results: list[dict[str, Any]]) -> str:
+    """Per variant, whether every run's first result came within the target."""
+    said = []
+    for variant in VARIANTS:
+        firsts = [r["first_result_s"] for r in results if r["variant"] == variant]
+        if firsts:
+            met = sum(1 for f in firsts if f is not None and f <= TARGET_S)
+            said.append(f"{variant}: {met} of {len(firsts)} runs ({'met' if met == len(firsts) else 'not met'})")
+    return "; ".join(said) + "."
 
 
 def _spread(runs: list[dict[str, Any]], key: str, fmt: str = ".2f") -> str:
@@ -120,16 +166,31 @@ def main() -> None:
     parser.add_argument("--seed-from", default="default,heuristic")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, run alternately")
     parser.add_argument("--report", action="store_true", help="only write the report from the results file")
     parser.add_argument("--out", type=Path, default=REPORTS / "setup_latency.md")
     args = parser.parse_args()
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     if not args.report:
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        unknown = sorted(set(variants) - set(VARIANTS))
+        if unknown:
+            raise SystemExit(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
         args.db.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(args.repeats):
-            for variant in VARIANTS:
-                results.append(run_once(args, variant))
-                RESULTS.write_text(json.dumps(results, indent=1) + "\n")  # nothing lost if a later run dies
+        socket = args.db.parent / "setup_latency.sock"
+        server, server_start_s = start_server(socket) if SERVER in variants else (None, None)
+        try:
+            for _ in range(args.repeats):
+                for variant in variants:
+                    run = run_once(args, variant, socket)
+                    if variant == SERVER:
+                        run["server_start_s"] = server_start_s
+                    results.append(run)
+                    RESULTS.write_text(json.dumps(results, indent=1) + "\n")  # nothing lost if a later run dies
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(30)
     write_report(report(results), args.out)
 
 

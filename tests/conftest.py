@@ -47,8 +47,11 @@ def _session_in_tmp(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _work_in_tmp(tmp_path, monkeypatch):
     """Every test runs in its own temporary directory, so a default path such as 'cache.db' or
-    'replays.db' can never resolve to the repository's shipped database."""
+    'replays.db' can never resolve to the repository's shipped database; and no command is
+    forwarded to an `autotune serve` the developer may have running (tests that want a server
+    start their own)."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AUTOTUNE_SERVER", "off")
 
 
 # -- tasks ----------------------------------------------------------------------------------
