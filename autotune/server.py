@@ -235,11 +235,16 @@ class Server:
         self.listener: socket.socket | None = None
         self.stopping = False
 
+    def check(self) -> None:
+        """A UserError if another server answers at the socket (asked before the imports)."""
+        if self.path.exists() and socket_answers(self.path):
+            raise UserError(f"a server already answers at {self.path}")
+
     def open(self) -> None:
-        """Listen on the socket; a UserError if another server answers there."""
+        """Listen on the socket: from now on a command that finds it is served (so open it once
+        everything is imported: a probe that connects then knows the server is ready)."""
+        self.check()
         if self.path.exists():
-            if socket_answers(self.path):
-                raise UserError(f"a server already answers at {self.path}")
             self.path.unlink()  # a socket left by a server that died
         self.path.parent.mkdir(parents=True, exist_ok=True)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

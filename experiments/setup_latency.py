@@ -73,7 +73,8 @@ def _caches() -> dict[str, str]:
 
 
 def start_server(socket: Path) -> tuple[subprocess.Popen, float]:
-    """`autotune serve` on `socket`, and the seconds until it answered (its imports, fork server)."""
+    """`autotune serve` on `socket`, and the seconds until it answered (it opens the socket once its
+    imports and fork server are ready)."""
     from autotune.server import socket_answers
 
     socket.unlink(missing_ok=True)
@@ -125,11 +126,13 @@ def report(results: list[dict[str, Any]]) -> str:
         if runs:
             lines.append(f"| {variant} | {len(runs)} | {_spread(runs, 'ready_s')} | {_spread(runs, 'first_result_s')} "
                          f"| {_spread(runs, 'first_results_s')} | {_spread(runs, 'configs', '.0f')} |")
-    starts = [r["server_start_s"] for r in results if r.get("server_start_s") is not None]
+    starts = sorted({(r["server_start_s"], r.get("server_start_from")) for r in results
+                     if r.get("server_start_s") is not None}, key=lambda pair: pair[0])
     if starts:
-        lines += ["", f"The server was started once before its runs (`autotune serve`: imports and the workers' fork "
-                  f"server) and took {_spread([{'s': s} for s in starts], 's')} s to answer; that start is not in "
-                  "its runs' times, which begin at each command's start."]
+        took = "; ".join(f"{value:.1f} s" + (f" ({source})" if source else "") for value, source in starts)
+        lines += ["", "Each server was started once before its runs (`autotune serve`: imports and the workers' fork "
+                  f"server) and took {took} to answer; that start is not in its runs' times, which begin at each "
+                  "command's start."]
     lines += ["", f"Target: the first config measured within {TARGET_S:.0f} s of the command. " + _verdicts(results)]
     lines += ["", "Where the evaluator's start went (seconds, median over all runs; phases inside the benchmark "
               "worker and the first compile worker, which it waits for, run side by side):", ""]

@@ -32,9 +32,10 @@ def run(args: argparse.Namespace, console: Any) -> int:
         console.print(f"[{server.time.strftime('%H:%M:%S')}] {text}", highlight=False, markup=False)
 
     instance = server.Server(path, log=log)
-    instance.open()  # refuses a socket another server answers on, before the imports
+    instance.check()  # refuses a socket another server answers on, before the imports
     try:
         server.preload(log)
+        instance.open()  # only now: a command that finds the socket is served at once
         log(f"serving on {path} (pid {server.os.getpid()}): `autotune tune` commands run here; Ctrl-C stops it")
         instance.serve(args.requests)
     except KeyboardInterrupt:
