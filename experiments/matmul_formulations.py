@@ -355,6 +355,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tiled_older_cells": sum(r["tiled_older_ms"] is not None for r in rows),
         "judged": len(judged),
         "pick_within_5pct": sum(bool(r["pick_within_5pct"]) for r in judged),
+        "pick_within_5pct_by_set": per_source("pick_within_5pct"),
         "family_at_09_of_compile": per_source("best_at_09_of_compile"),
         "pick_seed_within_5pct_of_best": per_source("pick_seed_within_5pct_of_best"),
         "seed_within_5pct": per_source("seed_within_5pct"),
@@ -409,7 +410,7 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"* The family's best reaches 0.9x torch.compile in {_counts(s['family_at_09_of_compile'])}.",
         f"* The picked formulation is within {pct}% of the best one in {s['pick_within_5pct']} of {s['judged']} "
-        "judged cells.",
+        f"judged cells: {_counts(s['pick_within_5pct_by_set'])}.",
         f"* The rule's seed, in the picked formulation, is within {pct}% of the family's best in "
         f"{_counts(s['pick_seed_within_5pct_of_best'])}.",
     ]

@@ -222,6 +222,7 @@ def test_report_reads_best_times_baselines_and_judges_the_pick(recorded, tmp_pat
     assert wide["split_ms"] == 0.45 and fp32["split_speedup_vs_compile"] == pytest.approx(1.0)
     # the family's best against torch.compile: 1.6x, 2.2x, and 0.45 / 0.4 for the fp32 cell
     assert data["summary"]["family_at_09_of_compile"] == {"fixture": [3, 3]}
+    assert data["summary"]["pick_within_5pct_by_set"] == {"fixture": [2, 3]}
     # the rule's seed in the picked formulation: every config of a fake session times the same
     assert [r["pick_seed_within_5pct_of_best"] for r in (small, wide, fp32)] == [None, True, False]
     assert [r["pick_seed_is_the_rules_now"] for r in (small, wide, fp32)] == [None, True, True]
