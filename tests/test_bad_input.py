@@ -48,6 +48,8 @@ COMMANDS = {
     # Its report needs sessions of the study, which the recorded database has none of; its bad
     # input is tested in test_softmax_study.py.
     "experiment": ["experiment", "report", "experiments/softmax_study", "--db", "study.db"],
+    # Serves no command and stops (--requests 0); a socket already served is refused in test_server.py.
+    "serve": ["serve", "--socket", "s.sock", "--requests", "0"],
 }
 WITH_DB = [name for name, args in COMMANDS.items() if "DB" in args]
 CREATES_DB = {"import-space"}  # a missing or empty --db is where it creates the database
@@ -310,6 +312,8 @@ BAD_ARGS = {
     "seeds unknown kernel": ["seeds", "nope", "--shape", SHAPE],
     "seeds no shape": ["seeds", "softmax-triton"],
     "seeds dtype": [*COMMANDS["seeds"], "--dtype", "float8"],
+    "serve no socket": ["serve"],  # the tests run with AUTOTUNE_SERVER=off (conftest)
+    "serve unknown option": ["serve", "--port", "80"],
 }
 BAD_SHAPES = ["4096y", "0x5", "-1x5", "x", "", "64x", "1.5x2", "+64x40000", "64 x 40000", "1_0x40000",
               "64x40000x2", "٦٤x40000", "64\nx40000", "9" * 5000]

@@ -173,3 +173,18 @@ def test_autotune_tune_through_a_real_server_replays_as_it_would_here(tmp_path):
         output = process.communicate(timeout=30)[0]
     assert "tune softmax --shape 4096x32000" in output and "-> exit 0" in output and "-> exit 2" in output
     assert not sock.exists()  # removed when the server stopped
+
+
+def test_serve_refuses_a_socket_another_server_answers_on_in_one_line(tmp_path, capsys):
+    from autotune.cli import main
+
+    taken = tmp_path / "taken.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(taken))
+    listener.listen(1)
+    try:
+        code = main(["serve", "--socket", str(taken)])
+    finally:
+        listener.close()
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"autotune: error: a server already answers at {taken}\n"
