@@ -3,8 +3,8 @@
 Why: a fresh `autotune tune` spends most of its start importing torch, Triton and Helion (in
 this process and in the compile workers' fork server) before the kernel is even bound.  A
 server started once with `autotune serve` has done that, keeps its fork server warm, and runs
-each later command in its own process, so a session's first config is measured within seconds
-of the command.  The command's arguments, working directory and environment travel with it;
+each later command itself (its measuring workers are forked from that warm fork server), so a
+session's first config is measured within seconds of the command.  The command's arguments, working directory and environment travel with it;
 its output comes back to the terminal that typed it, and so does its exit status.
 
     autotune serve &                      # once: imports, fork server (seconds)
@@ -129,7 +129,8 @@ def forward(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO
         conn.connect(str(path))
     except OSError:
         conn.close()
-        print(f"autotune: no server answers at {path} (a stale socket?); running here", file=stderr)
+        print(f"autotune: no server answers at {path} (left by a server that stopped? remove it, or start "
+              "`autotune serve`); running here", file=stderr)
         return None
     with conn:
         _send(conn, argv=list(argv), cwd=os.getcwd(), env=dict(os.environ), stamp=sources_stamp(),
