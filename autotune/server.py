@@ -10,6 +10,7 @@ its output comes back to the terminal that typed it, and so does its exit status
     autotune serve &                      # once: imports, fork server (seconds)
     autotune tune softmax --shape 4096x32000 ...        # runs in the server if one answers
     autotune tune ... --no-server                      # always here
+    autotune serve --status | --stop
 
 Sessions run one at a time, in the order they reach the server (a second command waits and
 says so).  Ctrl-C in the command stops its session there (every finished evaluation is in the
@@ -32,6 +33,7 @@ import hashlib
 import io
 import json
 import os
+import queue
 import select
 import signal
 import socket
@@ -138,6 +140,23 @@ def forward(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO
         return _relay(conn, path, stdout, stderr)
 
 
+def control(what: str, path: Path | None = None) -> dict[str, Any] | None:
+    """Ask the server at `path` for its `status`, or to `stop`: its status (as it was when asked),
+    or None when no server answers there."""
+    path = path or socket_path()
+    if path is None or not path.exists():
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with conn:
+        try:
+            conn.connect(str(path))
+            _send(conn, control=what)
+            answer = _Lines(conn).next(timeout=10.0)
+        except (OSError, TimeoutError, ValueError):
+            return None
+    return answer.get("status") if isinstance(answer, dict) else None
+
+
 def _relay(conn: socket.socket, path: Path, stdout: TextIO, stderr: TextIO) -> int | None:
     """The server's answer to one command, written where the command would have written it."""
     lines = _Lines(conn)
@@ -154,6 +173,7 @@ def _relay(conn: socket.socket, path: Path, stdout: TextIO, stderr: TextIO) -> i
     if "refused" in first:
         print(f"autotune: not using the server at {path}: {first['refused']}; running here", file=stderr)
         return None
+    print(f"autotune: running in the server at {path} (--no-server runs here)", file=stderr)
     interrupted = False
     while True:
         try:
@@ -235,6 +255,9 @@ class Server:
         self._client_stop = threading.Event()
         self.listener: socket.socket | None = None
         self.stopping = False
+        self.waiting: queue.Queue = queue.Queue()  # (conn, lines, request) for the main thread; None: stop
+        self.running: tuple[list[str], float] | None = None  # the command and when it started
+        self.since, self.served = time.time(), 0
 
     def check(self) -> None:
         """A UserError if another server answers at the socket (asked before the imports)."""
@@ -253,51 +276,126 @@ class Server:
         os.chmod(self.path, 0o600)  # this user's commands only
         listener.listen(16)
         self.listener = listener
+        self.since = time.time()
 
     def close(self) -> None:
         if self.listener is not None:
-            self.listener.close()
-            self.listener = None
+            listener, self.listener = self.listener, None
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            listener.close()
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
 
     def serve(self, requests: int | None = None) -> None:
-        """Answer commands until stopped (or `requests` of them)."""
+        """Run the commands that arrive, one at a time, until stopped (or `requests` of them).
+        Connections are taken by a thread of their own, which answers `status` and `stop` at
+        once, even while a command runs, and queues commands for this one."""
         if threading.current_thread() is threading.main_thread():
             # A process started in the background by a script inherits SIGINT ignored, and then
             # a command's Ctrl-C (`interrupt_main`) would be dropped: take it back.
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, self._terminate)
+        threading.Thread(target=self._accept, daemon=True).start()
         served = 0
-        while (requests is None or served < requests) and not self.stopping:
-            assert self.listener is not None
-            conn, _ = self.listener.accept()
-            with conn:
-                served += self.handle(conn)
+        try:
+            while (requests is None or served < requests) and not self.stopping:
+                try:
+                    item = self.waiting.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if item is None:  # stop() while idle
+                    break
+                conn, lines, request = item
+                with conn:
+                    served += self._command(conn, lines, request)
+        finally:
+            self.stopping = True
+            self._turn_away_waiting()
+
+    def stop(self) -> None:
+        """Serve no more: a running command is stopped as its Ctrl-C would (its evaluations are
+        kept), waiting ones are told to run in their own terminals."""
+        self.stopping = True
+        if self.running is not None:
+            self._client_stop.set()
+            self.interrupt()
+        self.waiting.put(None)
+
+    def status(self) -> dict[str, Any]:
+        running = self.running
+        return {"pid": os.getpid(), "socket": str(self.path), "since": self.since, "served": self.served,
+                "running": running[0] if running else None,
+                "running_s": round(time.time() - running[1], 1) if running else None,
+                "waiting": sum(1 for item in list(self.waiting.queue) if item is not None)}
 
     def _terminate(self, *_: Any) -> None:
         """SIGTERM: stop the running command as Ctrl-C would (its evaluations are kept), then serve no more."""
         self.stopping = True
         raise KeyboardInterrupt
 
-    def handle(self, conn: socket.socket) -> bool:
-        """One connection: a command run (True), or a probe, a refusal or garbage (False)."""
+    def _accept(self) -> None:
+        """Take connections until the listener closes: answer control requests, queue commands
+        (and once stopping, turn commands away, so that they run in their own terminals)."""
+        while self.listener is not None:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            try:
+                self._take(conn)
+            except Exception:  # noqa: BLE001 - one bad connection must not stop the server
+                conn.close()
+
+    def _take(self, conn: socket.socket) -> None:
         lines = _Lines(conn)
         try:
             request = lines.next(timeout=10.0)
         except (TimeoutError, ValueError):
-            return False
-        if not isinstance(request, dict) or not isinstance(request.get("argv"), list):
-            return False
-        reason = self._refusal(request)
+            request = None
+        if not isinstance(request, dict):  # a probe (socket_answers), or garbage
+            conn.close()
+            return
+        control = request.get("control")
+        if control in ("status", "stop"):
+            with conn, contextlib.suppress(OSError):
+                _send(conn, status=self.status())
+            if control == "stop":
+                self.log("asked to stop")
+                self.stop()
+            return
+        reason = "the server is stopping" if self.stopping else self._refusal(request) if isinstance(
+            request.get("argv"), list) else "not a command"
         if reason:
-            with contextlib.suppress(OSError):
+            with conn, contextlib.suppress(OSError):
                 _send(conn, refused=reason)
-            self.log(f"refused {' '.join(request['argv'])}: {reason}")
+            self.log(f"refused {' '.join(map(str, request.get('argv') or []))}: {reason}")
+            return
+        self.waiting.put((conn, lines, request))
+
+    def _turn_away_waiting(self) -> None:
+        while True:
+            try:
+                item = self.waiting.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                with item[0], contextlib.suppress(OSError):
+                    _send(item[0], refused="the server is stopping")
+
+    def _command(self, conn: socket.socket, lines: _Lines, request: dict[str, Any]) -> bool:
+        """One queued command, run here; False when its client had gone before it started."""
+        try:
+            _send(conn, accepted=True)
+        except OSError:
             return False
-        _send(conn, accepted=True)
         started = time.monotonic()
-        code = self._run_request(conn, lines, request)
+        self.running = (list(request["argv"]), time.time())
+        try:
+            code = self._run_request(conn, lines, request)
+        finally:
+            self.running = None
+        self.served += 1
         with contextlib.suppress(OSError):
             _send(conn, exit=code)
         self.log(f"{' '.join(request['argv'])} -> exit {code} in {time.monotonic() - started:.1f} s")

@@ -49,8 +49,7 @@ def served(tmp_path):
     thread = threading.Thread(target=instance.serve, daemon=True)
     thread.start()
     yield instance, commands
-    instance.stopping = True
-    server.socket_answers(instance.path)  # wakes the accept so the loop sees `stopping`
+    instance.stop()
     thread.join(5)
     instance.close()
 
@@ -73,7 +72,8 @@ def test_a_command_runs_in_the_server_with_its_directory_environment_output_and_
     work.mkdir()
     os.chdir(work)
     code, out, err = forward(instance, ["exit", "3"], PROBE="from the command")
-    assert (code, out, err) == (3, "ran exit 3\n", "a warning\n")
+    assert (code, out) == (3, "ran exit 3\n")
+    assert err == f"autotune: running in the server at {instance.path} (--no-server runs here)\na warning\n"
     assert commands.ran == [(["exit", "3"], str(work), "from the command")]
     assert os.environ.get("PROBE") is None and os.getcwd() == str(work)  # the server gave both back
 
@@ -114,6 +114,21 @@ def test_a_second_command_waits_for_the_first_and_says_so(served):
     assert [argv for argv, _, _ in commands.ran] == [["wait"], ["exit", "0"]]
 
 
+def test_status_and_stop_are_answered_while_a_command_runs(served):
+    instance, commands = served
+    assert server.control("status", instance.path)["running"] is None
+    waiting = threading.Thread(target=forward, args=(instance, ["wait"]))
+    waiting.start()
+    assert commands.started.wait(10)
+    status = server.control("status", instance.path)
+    assert status["running"] == ["wait"] and status["served"] == 0 and status["pid"] == os.getpid()
+    assert server.control("stop", instance.path)["running"] == ["wait"]
+    assert commands.interrupted.wait(10)  # the running command was stopped as its Ctrl-C would
+    waiting.join(10)
+    code, _, err = forward(instance, ["exit", "0"])  # the server no longer serves
+    assert code is None and "running here" in err
+
+
 def test_no_server_or_a_stale_socket_means_the_command_runs_here(tmp_path):
     out, err = io.StringIO(), io.StringIO()
     assert server.forward(["tune"], stdout=out, stderr=err, path=tmp_path / "none.sock") is None
@@ -123,6 +138,7 @@ def test_no_server_or_a_stale_socket_means_the_command_runs_here(tmp_path):
     listener.close()  # the file stays, nobody listens
     assert server.forward(["tune"], stdout=out, stderr=err, path=stale) is None
     assert "no server answers" in err.getvalue()
+    assert server.control("status", stale) is None and server.control("status", tmp_path / "none.sock") is None
 
 
 def test_the_socket_comes_from_the_environment_and_off_turns_forwarding_off(monkeypatch, tmp_path):
@@ -167,7 +183,9 @@ def test_autotune_tune_through_a_real_server_replays_as_it_would_here(tmp_path):
         assert done.stdout.startswith("REPLAY") and (work / "mine.db").exists()
         refused = subprocess.run(tune[:4] + ["nosuch", "--shape", "4x4"], env=env, cwd=work, capture_output=True,
                                  text=True, timeout=60)
-        assert refused.returncode == 2 and refused.stderr.startswith("autotune: error: unknown kernel 'nosuch'")
+        note, error = refused.stderr.splitlines()[:2]
+        assert note.startswith("autotune: running in the server at")
+        assert refused.returncode == 2 and error.startswith("autotune: error: unknown kernel 'nosuch'")
     finally:
         process.terminate()
         output = process.communicate(timeout=30)[0]

@@ -1,9 +1,11 @@
-"""`autotune serve [--socket PATH]`: keep torch, Triton, Helion and the compile workers' fork
-server loaded, and run every later `autotune tune` here (see autotune.server for why and how)."""
+"""`autotune serve [--socket PATH] [--status | --stop]`: keep torch, Triton, Helion and the compile
+workers' fork server loaded, and run every later `autotune tune` here (see autotune.server for
+why and how); or say what a running server is doing, or stop it."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,11 @@ def add_parser(subparsers: Any) -> None:
     sub.add_argument("--socket", default=None,
                      help="where to listen (default: $AUTOTUNE_SERVER, else a file of yours in the temporary "
                           "directory; the commands look in the same place)")
+    asked = sub.add_mutually_exclusive_group()
+    asked.add_argument("--status", action="store_true",
+                       help="say whether a server answers, since when, what it runs and what waits (exit 1: none)")
+    asked.add_argument("--stop", action="store_true",
+                       help="stop the server: a running session stops as on Ctrl-C, with its evaluations kept")
     sub.add_argument("--requests", type=int, default=None, help=argparse.SUPPRESS)  # tests: stop after N
 
 
@@ -28,8 +35,13 @@ def run(args: argparse.Namespace, console: Any) -> int:
     if path is None:
         raise UserError("AUTOTUNE_SERVER is off: give --socket PATH to serve anyway")
 
+    if args.status or args.stop:
+        return _ask(server, path, console, stop=args.stop)
+
+    out = sys.stdout  # the server's own: while a command runs, sys.stdout is that command's
+
     def log(text: str) -> None:
-        console.print(f"[{server.time.strftime('%H:%M:%S')}] {text}", highlight=False, markup=False)
+        print(f"[{server.time.strftime('%H:%M:%S')}] {text}", file=out, flush=True)
 
     instance = server.Server(path, log=log)
     instance.check()  # refuses a socket another server answers on, before the imports
@@ -39,7 +51,29 @@ def run(args: argparse.Namespace, console: Any) -> int:
         log(f"serving on {path} (pid {server.os.getpid()}): `autotune tune` commands run here; Ctrl-C stops it")
         instance.serve(args.requests)
     except KeyboardInterrupt:
-        log("stopped")
+        pass
     finally:
         instance.close()
+        log("stopped")
+    return 0
+
+
+def _ask(server: Any, path: Path, console: Any, *, stop: bool) -> int:
+    status = server.control("stop" if stop else "status", path)
+    if status is None:
+        if stop:
+            raise UserError(f"no server answers at {path}")
+        console.print(f"no server answers at {path}", highlight=False, markup=False)
+        return 1
+    since = server.time.strftime("%Y-%m-%d %H:%M:%S", server.time.localtime(status["since"]))
+    running = (f"running `autotune {' '.join(status['running'])}` ({status['running_s']:.0f} s)"
+               if status["running"] else "idle")
+    console.print(f"server at {status['socket']} (pid {status['pid']}), up since {since}: {status['served']} "
+                  f"command(s) served; {running}; {status['waiting']} waiting", highlight=False, markup=False)
+    if stop:
+        deadline = server.time.monotonic() + 60
+        while server.socket_answers(path) and server.time.monotonic() < deadline:
+            server.time.sleep(0.2)
+        console.print("stopped" if not server.socket_answers(path) else "asked to stop; it is still finishing",
+                      highlight=False, markup=False)
     return 0
