@@ -322,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             raise UserError("no command given (try: autotune kernels, tune, sessions, show, export, simulate)")
         if args.command == "tune" and not args.no_server:
-            from autotune.server import forward
+            from autotune.server_client import forward
 
             forwarded = forward(argv)  # in a warm server, if one answers: the same command, started in seconds
             if forwarded is not None:

@@ -5,9 +5,9 @@ the measuring workers' start-up and a session's record all go through `resolve_k
 user's kernel is measured in worker processes exactly as the user wrote it.
 
 A file is imported as a module of its own (its `if __name__ == "__main__":` block does not
-run), once per process (`forget_loaded_files` makes the next lookup read it again).  `name` may be an `autotune.Kernel` or a `@helion.kernel`; a Helion
-kernel that the file also wraps in an `autotune.Kernel` (to give it inputs, a reference or
-baselines) is taken with that wrapper's hooks.
+run), once per process until `forget_loaded_files`.  `name` may be an `autotune.Kernel` or a
+`@helion.kernel`; a Helion kernel that the file also wraps in an `autotune.Kernel` (to give it
+inputs, a reference or baselines) is taken with that wrapper's hooks.
 """
 
 from __future__ import annotations

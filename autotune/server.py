@@ -1,219 +1,46 @@
-"""A warm server for `autotune tune`, and the client half every `autotune tune` runs first.
+"""`autotune serve`: a warm server that runs the `autotune tune` commands sent to it.
 
 Why: a fresh `autotune tune` spends most of its start importing torch, Triton and Helion (in
-this process and in the compile workers' fork server) before the kernel is even bound.  A
-server started once with `autotune serve` has done that, keeps its fork server warm, and runs
-each later command itself (its measuring workers are forked from that warm fork server), so a
-session's first config is measured within seconds of the command.  The command's arguments, working directory and environment travel with it;
-its output comes back to the terminal that typed it, and so does its exit status.
+the command and in the compile workers' fork server) before the kernel is even bound.  A server
+started once has done that and keeps its fork server warm; it runs each later command itself
+(the command's measuring workers are forked from that warm fork server), so a session's first
+config is measured within seconds of the command.  The command's arguments, working directory
+and environment travel with it; its output and exit status come back to the terminal that
+typed it.  This module is the server; `autotune.server_client` is the command's half and
+`autotune.server_wire` what the two speak.
 
-    autotune serve &                      # once: imports, fork server (seconds)
-    autotune tune softmax --shape 4096x32000 ...        # runs in the server if one answers
-    autotune tune ... --no-server                      # always here
+    autotune serve &                                     # once: imports, fork server
+    autotune tune softmax --shape 4096x32000 ...         # runs in the server if one answers
+    autotune tune ... --no-server                        # always in its own process
     autotune serve --status | --stop
 
-Sessions run one at a time, in the order they reach the server (a second command waits and
-says so).  Ctrl-C in the command stops its session there (every finished evaluation is in the
-database, as always); a command that goes away does the same.  What the server will not serve,
-the command runs itself and says why in one line: a server started from other autotune sources
-than the command's, or with other CUDA_VISIBLE_DEVICES.  A kernel named by its file is read
-afresh for every command; one named by module (`pkg.mod:NAME`) is imported once, so restart the
-server after editing such a module.
-
-The socket is `$AUTOTUNE_SERVER`, else a file of this user's in the temporary directory;
-`AUTOTUNE_SERVER=off` turns the client half off.  Nothing here imports torch: the client half
-runs before anything heavy is imported.
+Sessions run one at a time, in the order they reach the server (a command that waits says so).
+Ctrl-C in the command, or the command going away, stops its session here (every finished
+evaluation is in the database, as always).  The server refuses, and the command then runs in
+its own process, saying why in one line: a server started from other autotune sources than the
+command's, or with other CUDA_VISIBLE_DEVICES.  A kernel named by its file is read afresh for
+every command; one named by module (`pkg.mod:NAME`) is imported once, so restart the server
+after editing such a module.
 """
 
 from __future__ import annotations
 
 import _thread
 import contextlib
-import hashlib
 import io
-import json
 import os
 import queue
-import select
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterator
 
 from autotune.errors import UserError
+from autotune.server_wire import Lines, send, socket_answers, sources_stamp
 
-OFF = ("off", "none", "0", "no")
-BUSY_NOTE_AFTER_S = 1.0  # a command not accepted by then is told the server is busy
-# The sources whose edits make a running server stale: the package and what it imports of the repository.
-SOURCE_ROOTS = ("autotune", "heuristics", "search_spaces")
-REPO = Path(__file__).resolve().parents[1]
-
-
-def socket_path() -> Path | None:
-    """Where the server listens: $AUTOTUNE_SERVER, this user's default, or None when turned off."""
-    value = os.environ.get("AUTOTUNE_SERVER")
-    if value is not None:
-        return None if value.strip().lower() in OFF or not value.strip() else Path(value).expanduser()
-    return Path(tempfile.gettempdir()) / f"autotune-{os.getuid()}.sock"
-
-
-def socket_answers(path: Path) -> bool:
-    """Whether a server accepts connections at `path` (a probe: it sees a connection close at once)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
-def sources_stamp(root: Path = REPO) -> str:
-    """A digest of every source file's name, size and modification time: a server and a command
-    that disagree on it run different code.  Stats only (a few milliseconds), no reads."""
-    digest = hashlib.sha256()
-    for name in SOURCE_ROOTS:
-        for folder, dirs, files in sorted(os.walk(root / name)):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for file in sorted(f for f in files if f.endswith(".py")):
-                stat = os.stat(os.path.join(folder, file))
-                digest.update(f"{folder}/{file}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return digest.hexdigest()[:16]
-
-
-# -- framing: one JSON object per line ---------------------------------------------------------
-def _send(conn: socket.socket, **message: Any) -> None:
-    conn.sendall((json.dumps(message) + "\n").encode())
-
-
-class _Lines:
-    """The JSON messages arriving on a socket, one per line."""
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn, self.buffer = conn, b""
-
-    def next(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next message; None when the peer has closed; TimeoutError after `timeout` seconds.
-        The socket itself stays blocking (a timeout on it would apply to the other thread's sends)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            if deadline is not None:
-                readable, _, _ = select.select([self.conn], [], [], max(0.0, deadline - time.monotonic()))
-                if not readable:
-                    raise TimeoutError
-            try:
-                chunk = self.conn.recv(65536)
-            except OSError:
-                return None
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line)
-
-
-# -- the client half ---------------------------------------------------------------------------
-def forward(argv: Sequence[str], *, stdout: TextIO | None = None, stderr: TextIO | None = None,
-            path: Path | None = None) -> int | None:
-    """Run `autotune` with `argv` in the server, if one answers: its exit status; None when the
-    command is to run here (no server, or one that will not serve it, which is said on stderr)."""
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    path = path or socket_path()
-    if path is None or not path.exists():
-        return None
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(str(path))
-    except OSError:
-        conn.close()
-        print(f"autotune: no server answers at {path} (left by a server that stopped? remove it, or start "
-              "`autotune serve`); running here", file=stderr)
-        return None
-    with conn:
-        _send(conn, argv=list(argv), cwd=os.getcwd(), env=dict(os.environ), stamp=sources_stamp(),
-              isatty=bool(getattr(stdout, "isatty", lambda: False)()), columns=_columns(stdout))
-        return _relay(conn, path, stdout, stderr)
-
-
-def control(what: str, path: Path | None = None) -> dict[str, Any] | None:
-    """Ask the server at `path` for its `status`, or to `stop`: its status (as it was when asked),
-    or None when no server answers there."""
-    path = path or socket_path()
-    if path is None or not path.exists():
-        return None
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with conn:
-        try:
-            conn.connect(str(path))
-            _send(conn, control=what)
-            answer = _Lines(conn).next(timeout=10.0)
-        except (OSError, TimeoutError, ValueError):
-            return None
-    return answer.get("status") if isinstance(answer, dict) else None
-
-
-def _relay(conn: socket.socket, path: Path, stdout: TextIO, stderr: TextIO) -> int | None:
-    """The server's answer to one command, written where the command would have written it."""
-    lines = _Lines(conn)
-    try:
-        first = lines.next(timeout=BUSY_NOTE_AFTER_S)
-    except TimeoutError:
-        print(f"autotune: the server at {path} is running another session; this one waits for it", file=stderr)
-        first = _wait(lines, conn, timeout=None)
-    except KeyboardInterrupt:
-        return 130
-    if first is None:
-        print(f"autotune: the server at {path} closed the connection; running here", file=stderr)
-        return None
-    if "refused" in first:
-        print(f"autotune: not using the server at {path}: {first['refused']}; running here", file=stderr)
-        return None
-    print(f"autotune: running in the server at {path} (--no-server runs here)", file=stderr)
-    interrupted = False
-    while True:
-        try:
-            message = lines.next()
-        except KeyboardInterrupt:
-            if interrupted:  # a second Ctrl-C: stop waiting for the server's last lines
-                return 130
-            interrupted = True
-            with contextlib.suppress(OSError):
-                _send(conn, interrupt=True)
-            continue
-        if message is None:
-            print(f"autotune: the server at {path} stopped during the command", file=stderr)
-            return 1
-        if "out" in message:
-            stdout.write(message["out"])
-            stdout.flush()
-        elif "err" in message:
-            stderr.write(message["err"])
-            stderr.flush()
-        elif "exit" in message:
-            return int(message["exit"])
-
-
-def _wait(lines: _Lines, conn: socket.socket, timeout: float | None) -> dict[str, Any] | None:
-    try:
-        return lines.next(timeout=timeout)
-    except KeyboardInterrupt:
-        conn.close()
-        raise SystemExit(130) from None
-
-
-def _columns(stream: TextIO) -> int | None:
-    try:
-        return os.get_terminal_size(stream.fileno()).columns if stream.isatty() else None
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return None
-
-
-# -- the server half ---------------------------------------------------------------------------
 # Imported at the server's start, so that no command waits for them.
 PRELOAD = ("torch", "triton", "helion", "autotune.tuning", "autotune.kernels.registry", "autotune.evaluators.gpu",
            "autotune.session", "autotune.strategies")
@@ -228,7 +55,7 @@ class _Stream(io.TextIOBase):
     def write(self, text: str) -> int:
         if text and not self.gone:
             try:
-                _send(self.conn, **{self.key: text})
+                send(self.conn, **{self.key: text})
             except OSError:
                 self.gone = True  # the command went away; its session is being stopped
         return len(text)
@@ -348,7 +175,7 @@ class Server:
                 conn.close()
 
     def _take(self, conn: socket.socket) -> None:
-        lines = _Lines(conn)
+        lines = Lines(conn)
         try:
             request = lines.next(timeout=10.0)
         except (TimeoutError, ValueError):
@@ -359,7 +186,7 @@ class Server:
         control = request.get("control")
         if control in ("status", "stop"):
             with conn, contextlib.suppress(OSError):
-                _send(conn, status=self.status())
+                send(conn, status=self.status())
             if control == "stop":
                 self.log("asked to stop")
                 self.stop()
@@ -368,7 +195,7 @@ class Server:
             request.get("argv"), list) else "not a command"
         if reason:
             with conn, contextlib.suppress(OSError):
-                _send(conn, refused=reason)
+                send(conn, refused=reason)
             self.log(f"refused {' '.join(map(str, request.get('argv') or []))}: {reason}")
             return
         self.waiting.put((conn, lines, request))
@@ -381,12 +208,12 @@ class Server:
                 return
             if item is not None:
                 with item[0], contextlib.suppress(OSError):
-                    _send(item[0], refused="the server is stopping")
+                    send(item[0], refused="the server is stopping")
 
-    def _command(self, conn: socket.socket, lines: _Lines, request: dict[str, Any]) -> bool:
+    def _command(self, conn: socket.socket, lines: Lines, request: dict[str, Any]) -> bool:
         """One queued command, run here; False when its client had gone before it started."""
         try:
-            _send(conn, accepted=True)
+            send(conn, accepted=True)
         except OSError:
             return False
         started = time.monotonic()
@@ -397,7 +224,7 @@ class Server:
             self.running = None
         self.served += 1
         with contextlib.suppress(OSError):
-            _send(conn, exit=code)
+            send(conn, exit=code)
         self.log(f"{' '.join(request['argv'])} -> exit {code} in {time.monotonic() - started:.1f} s")
         return True
 
@@ -409,7 +236,7 @@ class Server:
                     f"{request.get('env', {}).get('CUDA_VISIBLE_DEVICES')}")
         return None
 
-    def _run_request(self, conn: socket.socket, lines: _Lines, request: dict[str, Any]) -> int:
+    def _run_request(self, conn: socket.socket, lines: Lines, request: dict[str, Any]) -> int:
         """The command, run here as the client would have run it, its Ctrl-C or departure
         turned into a KeyboardInterrupt of this thread."""
         self._client_stop.clear()
@@ -441,7 +268,7 @@ class Server:
         finally:
             _release_gpu_memory()
 
-    def _watch(self, lines: _Lines, done: threading.Event) -> None:
+    def _watch(self, lines: Lines, done: threading.Event) -> None:
         """Interrupt the running command when its client asks to, or goes away."""
         while not done.is_set():
             try:

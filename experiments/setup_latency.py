@@ -75,7 +75,7 @@ def _caches() -> dict[str, str]:
 def start_server(socket: Path) -> tuple[subprocess.Popen, float]:
     """`autotune serve` on `socket`, and the seconds until it answered (it opens the socket once its
     imports and fork server are ready)."""
-    from autotune.server import socket_answers
+    from autotune.server_wire import socket_answers
 
     socket.unlink(missing_ok=True)
     started = time.time()

@@ -11,11 +11,10 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from autotune import kernel_loader, server
+from autotune import kernel_loader, server, server_client, server_wire
 from tests.conftest import REPO
 
 
@@ -59,7 +58,7 @@ def forward(instance, argv, **env):
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        code = server.forward(argv, stdout=out, stderr=err, path=instance.path)
+        code = server_client.forward(argv, stdout=out, stderr=err, path=instance.path)
     finally:
         for k, v in old.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -83,7 +82,7 @@ def test_a_server_running_other_sources_or_devices_is_not_used(served):
     instance.stamp = "other"
     code, _, err = forward(instance, ["exit", "0"])
     assert code is None and "other autotune sources" in err and "running here" in err
-    instance.stamp = server.sources_stamp()
+    instance.stamp = server_wire.sources_stamp()
     code, _, err = forward(instance, ["exit", "0"], CUDA_VISIBLE_DEVICES="3")
     assert code is None and "CUDA_VISIBLE_DEVICES" in err
     assert commands.ran == []
@@ -107,7 +106,7 @@ def test_a_second_command_waits_for_the_first_and_says_so(served):
     first = threading.Thread(target=forward, args=(instance, ["wait"]))
     first.start()
     assert commands.started.wait(10)
-    threading.Timer(2 * server.BUSY_NOTE_AFTER_S, commands.interrupted.set).start()
+    threading.Timer(2 * server_client.BUSY_NOTE_AFTER_S, commands.interrupted.set).start()
     code, _, err = forward(instance, ["exit", "0"])
     first.join(10)
     assert code == 0 and "running another session; this one waits" in err
@@ -116,13 +115,13 @@ def test_a_second_command_waits_for_the_first_and_says_so(served):
 
 def test_status_and_stop_are_answered_while_a_command_runs(served):
     instance, commands = served
-    assert server.control("status", instance.path)["running"] is None
+    assert server_client.control("status", instance.path)["running"] is None
     waiting = threading.Thread(target=forward, args=(instance, ["wait"]))
     waiting.start()
     assert commands.started.wait(10)
-    status = server.control("status", instance.path)
+    status = server_client.control("status", instance.path)
     assert status["running"] == ["wait"] and status["served"] == 0 and status["pid"] == os.getpid()
-    assert server.control("stop", instance.path)["running"] == ["wait"]
+    assert server_client.control("stop", instance.path)["running"] == ["wait"]
     assert commands.interrupted.wait(10)  # the running command was stopped as its Ctrl-C would
     waiting.join(10)
     code, _, err = forward(instance, ["exit", "0"])  # the server no longer serves
@@ -131,23 +130,23 @@ def test_status_and_stop_are_answered_while_a_command_runs(served):
 
 def test_no_server_or_a_stale_socket_means_the_command_runs_here(tmp_path):
     out, err = io.StringIO(), io.StringIO()
-    assert server.forward(["tune"], stdout=out, stderr=err, path=tmp_path / "none.sock") is None
+    assert server_client.forward(["tune"], stdout=out, stderr=err, path=tmp_path / "none.sock") is None
     stale = tmp_path / "stale.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(stale))
     listener.close()  # the file stays, nobody listens
-    assert server.forward(["tune"], stdout=out, stderr=err, path=stale) is None
+    assert server_client.forward(["tune"], stdout=out, stderr=err, path=stale) is None
     assert "no server answers" in err.getvalue()
-    assert server.control("status", stale) is None and server.control("status", tmp_path / "none.sock") is None
+    assert server_client.control("status", stale) is None and server_client.control("status", tmp_path / "none.sock") is None
 
 
 def test_the_socket_comes_from_the_environment_and_off_turns_forwarding_off(monkeypatch, tmp_path):
     monkeypatch.setenv("AUTOTUNE_SERVER", str(tmp_path / "x.sock"))
-    assert server.socket_path() == tmp_path / "x.sock"
+    assert server_wire.socket_path() == tmp_path / "x.sock"
     monkeypatch.setenv("AUTOTUNE_SERVER", "off")
-    assert server.socket_path() is None
+    assert server_wire.socket_path() is None
     monkeypatch.delenv("AUTOTUNE_SERVER")
-    assert server.socket_path().name == f"autotune-{os.getuid()}.sock"
+    assert server_wire.socket_path().name == f"autotune-{os.getuid()}.sock"
 
 
 def test_an_edited_kernel_file_is_read_again_once_loaded_files_are_forgotten(tmp_path):
@@ -171,7 +170,7 @@ def test_autotune_tune_through_a_real_server_replays_as_it_would_here(tmp_path):
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not server.socket_answers(sock):
+        while not server_wire.socket_answers(sock):
             assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
             time.sleep(0.2)
         work = tmp_path / "work"

@@ -5,13 +5,16 @@ why and how); or say what a running server is doing, or stop it."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import UserError
 
 NAME = "serve"
+STOP_WAIT_S = 60.0  # how long --stop waits for the server to finish its running session
 
 
 def add_parser(subparsers: Any) -> None:
@@ -29,27 +32,31 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Any) -> int:
-    from autotune import server
+    from autotune.server_wire import socket_path
 
-    path = Path(args.socket).expanduser() if args.socket else server.socket_path()
+    path = Path(args.socket).expanduser() if args.socket else socket_path()
     if path is None:
         raise UserError("AUTOTUNE_SERVER is off: give --socket PATH to serve anyway")
-
     if args.status or args.stop:
-        return _ask(server, path, console, stop=args.stop)
+        return _ask(path, console, stop=args.stop)
+    return _serve(path, args.requests)
+
+
+def _serve(path: Path, requests: int | None) -> int:
+    from autotune.server import Server, preload
 
     out = sys.stdout  # the server's own: while a command runs, sys.stdout is that command's
 
     def log(text: str) -> None:
-        print(f"[{server.time.strftime('%H:%M:%S')}] {text}", file=out, flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=out, flush=True)
 
-    instance = server.Server(path, log=log)
+    instance = Server(path, log=log)
     instance.check()  # refuses a socket another server answers on, before the imports
     try:
-        server.preload(log)
+        preload(log)
         instance.open()  # only now: a command that finds the socket is served at once
-        log(f"serving on {path} (pid {server.os.getpid()}): `autotune tune` commands run here; Ctrl-C stops it")
-        instance.serve(args.requests)
+        log(f"serving on {path} (pid {os.getpid()}): `autotune tune` commands run here; Ctrl-C stops it")
+        instance.serve(requests)
     except KeyboardInterrupt:
         pass
     finally:
@@ -58,22 +65,25 @@ def run(args: argparse.Namespace, console: Any) -> int:
     return 0
 
 
-def _ask(server: Any, path: Path, console: Any, *, stop: bool) -> int:
-    status = server.control("stop" if stop else "status", path)
+def _ask(path: Path, console: Any, *, stop: bool) -> int:
+    from autotune.server_client import control
+    from autotune.server_wire import socket_answers
+
+    status = control("stop" if stop else "status", path)
     if status is None:
         if stop:
             raise UserError(f"no server answers at {path}")
         console.print(f"no server answers at {path}", highlight=False, markup=False)
         return 1
-    since = server.time.strftime("%Y-%m-%d %H:%M:%S", server.time.localtime(status["since"]))
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(status["since"]))
     running = (f"running `autotune {' '.join(status['running'])}` ({status['running_s']:.0f} s)"
                if status["running"] else "idle")
     console.print(f"server at {status['socket']} (pid {status['pid']}), up since {since}: {status['served']} "
                   f"command(s) served; {running}; {status['waiting']} waiting", highlight=False, markup=False)
     if stop:
-        deadline = server.time.monotonic() + 60
-        while server.socket_answers(path) and server.time.monotonic() < deadline:
-            server.time.sleep(0.2)
-        console.print("stopped" if not server.socket_answers(path) else "asked to stop; it is still finishing",
+        deadline = time.monotonic() + STOP_WAIT_S
+        while socket_answers(path) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        console.print("asked to stop; it is still finishing" if socket_answers(path) else "stopped",
                       highlight=False, markup=False)
     return 0
