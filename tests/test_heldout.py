@@ -201,12 +201,16 @@ def _expected(run: dict[str, Any]) -> dict[str, Any]:
         steps = [(setup + t, ms * scale) for t, ms in tags["helion_timeline"] if ms is not None]
         counted = [(n, ms * scale) for n, (_, ms) in enumerate(tags["helion_timeline"], start=1) if ms is not None]
         return {"wall": tags["helion_job_s"], "final": final, "origin": "search", "steps": steps,
-                "counted": counted, "rate": len(tags["helion_timeline"]) / tags["helion_wall_s"]}
+                "counted": counted, "rate": len(tags["helion_timeline"]) / tags["helion_wall_s"], "seed_statuses": {}}
     best = min(final_rows, key=lambda r: r[4])
+    seed_statuses: dict[str, dict[str, int]] = {}
+    for r in search:
+        if r[1] == 0 and r[6] in ("heuristic", "cache"):
+            seed_statuses.setdefault(r[6], {})[r[3]] = seed_statuses.get(r[6], {}).get(r[3], 0) + 1
     steps = [(r[0] - tags["job_started"], r[4]) for r in search if r[3] == "ok"]
     counted = [(n, r[4]) for n, r in enumerate(search, start=1) if r[3] == "ok"]  # rows come in time order
     return {"wall": max(r[0] for r in search) - tags["job_started"], "final": best[4], "origin": origin_of[best[5]],
-            "steps": steps, "counted": counted, "searched": len(search)}
+            "steps": steps, "counted": counted, "searched": len(search), "seed_statuses": seed_statuses}
 
 
 def _time_to(steps, target):
@@ -263,6 +267,8 @@ def test_wall_times_times_to_2_percent_finals_and_provenance_follow_the_rows(hel
                 assert run["configs_to_best"] == _time_to(want["counted"], best * (1 + d.WITHIN))
                 rate = want.get("rate") or want["searched"] / (want["wall"] - run["setup_s"])
                 assert run["configs_per_s"] == pytest.approx(rate, rel=1e-3)
+                assert run["seed_statuses"] == want["seed_statuses"]
+                assert bool(run["seed_statuses"]) == (arm["arm"] in (d.WARM_HEURISTIC, d.WARM_CACHE))
                 reported += 1
             for key, target in (("to_best_s", best), ("to_helion_s", helion["final"])):
                 took = [_time_to(expected[arm["arm"] + str(r["seed"]) + arm["strategy"]]["steps"],

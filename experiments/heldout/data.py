@@ -29,6 +29,7 @@ from .definition import Problem
 DONE = ("budget", "seconds", "strategy finished", "strategy exhausted")
 USER = "user"  # the origin of Helion's pick in its re-timing session (a --config)
 HEURISTIC = "heuristic"
+SEED_ORIGINS = (HEURISTIC, "cache")  # the seed sources of the warm arms
 
 Key = tuple[str, str, str, str, str, int]  # kernel, shape, dtype, arm, strategy, seed
 
@@ -55,6 +56,9 @@ class Run:
     rule_ms: float | None = None  # the fastest of the rules' own seeds among them (Helion's compiler seeds aside)
     default_ms: float | None = None
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
+    # origin (heuristic, cache) -> status -> how many of the seeds it gave ended so: a warm arm whose
+    # seeds all failed ran as a cold one, and the report has to say so
+    seed_statuses: dict[str, dict[str, int]] = field(default_factory=dict)
     fresh_caches: bool = False  # compiled into empty caches of its own (gpu_process.fresh_compile_caches)
     early_setups: bool = False  # ours: every compile worker set up at the evaluator's start (gpu.EARLY_SETUPS)
     evaluations: int = 0
@@ -196,6 +200,11 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               cache_from=tuple(tags.get("cache_from", ())), fresh_caches=tags.get("compile_caches") == d.FRESH_CACHES,
               early_setups=bool(session["options"].get("early_setups")))
     run.default_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default")
+    for row in search:
+        origin = origins.get(row.candidate.key)
+        if row.generation == 0 and origin in SEED_ORIGINS:
+            counts = run.seed_statuses.setdefault(origin, {})
+            counts[row.result.status.value] = counts.get(row.result.status.value, 0) + 1
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)
     rules = [dict(s.get("params", {})) for s in (session["options"].get("heuristics") or {}).get("seeds", [])]

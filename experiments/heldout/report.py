@@ -48,6 +48,18 @@ def _origins(arm: ArmSummary) -> str:
     return ", ".join(f"{origin} ×{n}" for origin, n in arm.provenance.most_common())
 
 
+def _seed_outcomes(arm: ArmSummary) -> str:
+    """How the seeds of each source fared over the arm's runs, e.g. 'cache 6: out_of_resources 6'."""
+    totals: dict[str, dict[str, int]] = {}
+    for run in arm.runs:
+        for origin, counts in run.seed_statuses.items():
+            for status, count in counts.items():
+                totals.setdefault(origin, {})[status] = totals.get(origin, {}).get(status, 0) + count
+    return "; ".join(f"{origin} {sum(counts.values())}: " + ", ".join(f"{status} {n}" for status, n in
+                                                                       sorted(counts.items()))
+                     for origin, counts in sorted(totals.items()))
+
+
 def _starts(arm: ArmSummary) -> str:
     if arm.arm == d.HELION_QUICK:
         return "Helion's own search"
@@ -117,6 +129,10 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     sources = sorted({s for a in summary.arms for r in a.runs for s in r.cache_from})
     if sources:
         lines.append(f"Cache seeds from: {', '.join(sources)}.")
+    for arm in summary.arms:
+        given = _seed_outcomes(arm)
+        if given:
+            lines.append(f"Seeds given to {arm.name}, over its {len(arm.runs)} run(s): {given}.")
     runs = [r for a in summary.arms for r in a.runs]
     fresh = sum(r.fresh_caches for r in runs)
     lines.append(f"Compile caches empty at the run's start: {fresh} of {len(runs)} runs"
@@ -167,7 +183,8 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
                           "to_helion_s": r.time_to(s.helion_ms * (1 + d.WITHIN)) if s.helion_ms else None,
                           "seed_from": r.start.seed_from, "start": r.start.kind, "seeds": list(r.start.seeds),
                           "heuristic_ms": r.heuristic_ms, "rule_ms": r.rule_ms, "default_ms": r.default_ms,
-                          "cache_from": list(r.cache_from), "evaluations": r.evaluations,
+                          "cache_from": list(r.cache_from), "seed_statuses": r.seed_statuses,
+                          "evaluations": r.evaluations,
                           "helion_configs": r.helion_configs, "curve": [list(p) for p in r.curve]}
                          for r in a.runs]}
                 for a in s.arms]}
