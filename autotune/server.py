@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from autotune.errors import UserError
+from autotune.evaluators.gpu_process import PRELOAD as WORKER_PRELOAD
 from autotune.server_wire import Lines, send, socket_answers, sources_stamp
 
-# Imported at the server's start, so that no command waits for them.
-PRELOAD = ("torch", "triton", "helion", "autotune.tuning", "autotune.kernels.registry", "autotune.evaluators.gpu",
+# Imported at the server's start, so that no command waits for them: what every measuring worker
+# imports, and what a command itself does.
+PRELOAD = (*WORKER_PRELOAD, "autotune.tuning", "autotune.kernels.registry", "autotune.evaluators.gpu",
            "autotune.session", "autotune.strategies")
 
 
@@ -124,9 +126,8 @@ class Server:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGTERM, self._terminate)
         threading.Thread(target=self._accept, daemon=True).start()
-        served = 0
         try:
-            while (requests is None or served < requests) and not self.stopping:
+            while (requests is None or self.served < requests) and not self.stopping:
                 try:
                     item = self.waiting.get(timeout=0.5)
                 except queue.Empty:
@@ -135,7 +136,7 @@ class Server:
                     break
                 conn, lines, request = item
                 with conn:
-                    served += self._command(conn, lines, request)
+                    self._command(conn, lines, request)
         finally:
             self.stopping = True
             self._turn_away_waiting()
@@ -210,12 +211,12 @@ class Server:
                 with item[0], contextlib.suppress(OSError):
                     send(item[0], refused="the server is stopping")
 
-    def _command(self, conn: socket.socket, lines: Lines, request: dict[str, Any]) -> bool:
-        """One queued command, run here; False when its client had gone before it started."""
+    def _command(self, conn: socket.socket, lines: Lines, request: dict[str, Any]) -> None:
+        """One queued command, run here (not when its client had gone before it started)."""
         try:
             send(conn, accepted=True)
         except OSError:
-            return False
+            return
         started = time.monotonic()
         self.running = (list(request["argv"]), time.time())
         try:
@@ -226,7 +227,6 @@ class Server:
         with contextlib.suppress(OSError):
             send(conn, exit=code)
         self.log(f"{' '.join(request['argv'])} -> exit {code} in {time.monotonic() - started:.1f} s")
-        return True
 
     def _refusal(self, request: dict[str, Any]) -> str | None:
         if request.get("stamp") != self.stamp:

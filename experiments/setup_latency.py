@@ -56,20 +56,14 @@ def run_once(args: argparse.Namespace, variant: str, socket: Path | None = None)
     """One command in empty compile caches; its times from the command's start."""
     from autotune.evaluators.gpu_process import fresh_compile_caches
 
-    env = {**os.environ, **VARIANTS[variant]}
-    if variant == SERVER:
-        env["AUTOTUNE_SERVER"] = str(socket)
-    with fresh_compile_caches():
+    with fresh_compile_caches():  # sets the compile caches' variables in os.environ
+        env = {**os.environ, **VARIANTS[variant]}
+        if variant == SERVER:
+            env["AUTOTUNE_SERVER"] = str(socket)
         started = time.time()
-        subprocess.run(command(args), check=True, cwd=REPO, env={**env, **_caches()})
+        subprocess.run(command(args), check=True, cwd=REPO, env=env)
         ended = time.time()
     return {"variant": variant, **measured(args.db, started), "command_s": round(ended - started, 2)}
-
-
-def _caches() -> dict[str, str]:
-    from autotune.evaluators.gpu_process import COMPILE_CACHES
-
-    return {name: os.environ[name] for name in COMPILE_CACHES if name in os.environ}
 
 
 def start_server(socket: Path) -> tuple[subprocess.Popen, float]:

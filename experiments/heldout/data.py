@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -203,8 +204,7 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
     for row in search:
         origin = origins.get(row.candidate.key)
         if row.generation == 0 and origin in SEED_ORIGINS:
-            counts = run.seed_statuses.setdefault(origin, {})
-            counts[row.result.status.value] = counts.get(row.result.status.value, 0) + 1
+            run.seed_statuses.setdefault(origin, Counter())[row.result.status.value] += 1
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)
     rules = [dict(s.get("params", {})) for s in (session["options"].get("heuristics") or {}).get("seeds", [])]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -50,11 +51,10 @@ def _origins(arm: ArmSummary) -> str:
 
 def _seed_outcomes(arm: ArmSummary) -> str:
     """How the seeds of each source fared over the arm's runs, e.g. 'cache 6: out_of_resources 6'."""
-    totals: dict[str, dict[str, int]] = {}
+    totals: dict[str, Counter[str]] = {}
     for run in arm.runs:
         for origin, counts in run.seed_statuses.items():
-            for status, count in counts.items():
-                totals.setdefault(origin, {})[status] = totals.get(origin, {}).get(status, 0) + count
+            totals.setdefault(origin, Counter()).update(counts)
     return "; ".join(f"{origin} {sum(counts.values())}: " + ", ".join(f"{status} {n}" for status, n in
                                                                        sorted(counts.items()))
                      for origin, counts in sorted(totals.items()))
