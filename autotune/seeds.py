@@ -4,7 +4,9 @@
 * `heuristic`: the rules in `heuristics/` and the seeds the kernel's ConfigSpec offers
   (Helion's compiler seeds, recorded with the space);
 * `cache`: the fastest configs already recorded for the nearest shape of the same kernel
-  and dtype (same kernel source), translated into this task's space where they fit.
+  and dtype (same kernel source), translated into this task's space where they fit; a
+  whole-row reduction recorded at a narrower row keeps the chunk it was measured with
+  (`heuristics.transfer`).
 
 Configs the user gives (`--config`) are seeds too, evaluated first, with origin "user".
 Unlike the other sources they are never skipped: one that does not fit the space is an
@@ -52,7 +54,7 @@ def collect_seeds(task: TuningTask, cache: Cache | None, sources: Sequence[str])
             natives = task.space.extras.get("compiler_seeds", [])
             seeds += [("heuristic", p) for p in _points(task, natives)]
         elif source == "cache" and cache is not None:
-            seeds += [("cache", p) for p in _points(task, [n for n, _ in _nearest_best(task, cache)], moved=True)]
+            seeds += [("cache", p) for p in _points(task, _carried(task, _nearest_best(task, cache)), moved=True)]
     return seeds
 
 
@@ -73,18 +75,35 @@ def shape_distance(a: Sequence[int], b: Sequence[int]) -> float:
     return sum(abs(math.log2(x) - math.log2(y)) for x, y in zip(a, b))
 
 
-def _nearest_best(task: TuningTask, cache: Cache) -> list[tuple[dict[str, Any], Any]]:
+def _nearest_best(task: TuningTask, cache: Cache) -> list[tuple[dict[str, Any], Any, tuple[int, ...]]]:
+    """(native, result, the shape it was recorded at) of the fastest configs at the nearest shape."""
     records = [r for r in cache.find_spaces(task.spec.name, dtype=task.dtype)
                if r.source_hash == task.identity.source_hash and r.evaluations]
     if not records:
         return []
     nearest = min(shape_distance(r.shape, task.shape) for r in records)
-    best: list[tuple[dict[str, Any], Any]] = []
+    best: list[tuple[dict[str, Any], Any, tuple[int, ...]]] = []
     for record in records:
         if shape_distance(record.shape, task.shape) == nearest:
-            best += cache.best_configs(record.fingerprint, CACHE_SEEDS)
+            best += [(native, result, tuple(record.shape))
+                     for native, result in cache.best_configs(record.fingerprint, CACHE_SEEDS)]
     best.sort(key=lambda item: item[1].objective)
     return best[:CACHE_SEEDS]
+
+
+def _carried(task: TuningTask, best: Sequence[tuple[dict[str, Any], Any, tuple[int, ...]]]) -> list[dict[str, Any]]:
+    """The configs as they should run at this shape (`heuristics.transfer`: a whole-row reduction
+    recorded at a narrower row keeps the chunk it was measured with)."""
+    if not best or task.spec.family != "helion":
+        return [native for native, _, _ in best]
+    from heuristics.extract import facts_for_task
+    from heuristics.transfer import carry
+
+    try:
+        facts = facts_for_task(task)
+    except Exception:  # noqa: BLE001 - no facts (a replayed kernel of the user's, say): carried as recorded
+        return [native for native, _, _ in best]
+    return [carry(native, facts, shape, task.shape) for native, _, shape in best]
 
 
 def _points(task: TuningTask, natives: Sequence[dict[str, Any]], moved: bool = False) -> list[Params]:

@@ -33,7 +33,7 @@ from autotune.types import Result, Status
 from conftest import REPO, hashed_cost
 from experiments.heldout import definition as d
 from experiments.heldout import runner
-from experiments.heldout.data import EARLIER, foreign_sessions, load_runs, recorded_keys, run_key, without_study
+from experiments.heldout.data import EARLIER, EARLIER_SEEDS, foreign_sessions, load_runs, recorded_keys, run_key, without_study
 from search_spaces.space import canonical_json
 
 HELDOUT_DIR = REPO / "experiments" / "heldout"
@@ -83,7 +83,9 @@ def test_the_declared_shapes_are_none_the_rules_name_or_the_seed_study_measured(
     for module in sorted((REPO / "heuristics").glob("*.py")):
         named |= _named_shapes(module.read_text())
     assert {"4096x32000", "1024x50257", "131072x512x512"} <= named  # the parser finds the fitted shapes
-    assert not {p.shape for p in d.PROBLEMS} & named
+    # Only the shapes a rule was declared revised after may be named (and they are).
+    assert {p.shape for p in d.PROBLEMS} & named == set(d.SEEN_BY_REVISIONS)
+    assert not set(d.REVISED_SHAPES) & set(d.SEEN_BY_REVISIONS)
     from experiments.seed_study.definition import CELLS
 
     assert not {p.shape for p in d.MATMUL} & {c.shape for c in CELLS}
@@ -154,7 +156,8 @@ def heldout_db(tmp_path_factory) -> Path:
         if problem is SOFTMAX:  # set-up of 30 s: within Helion's fifth (20 s) it is not, nor its tenth
             for seed in (1, 2):
                 _record(cache, task, arm=d.WARM_CACHE, strategy="evolution", seed=seed, setup_s=30.0, seeds=cached,
-                        seed_from="default,cache", costs=costs, extra={"cache_from": ["1024x1024"]})
+                        seed_from="default,cache", costs=costs,
+                        extra={"cache_from": ["1024x1024"], "seeds": d.SEEDS_VERSION[d.WARM_CACHE]})
         else:  # cut short: never counted, and planned again
             _record(cache, task, arm=d.COLD, strategy="pattern", seed=3, setup_s=1.0, costs=costs, interrupt=3)
     # not this study's, or not finished: never read
@@ -371,7 +374,8 @@ def test_our_arms_measure_anew_and_warm_cache_records_apart_then_merges_home(tmp
     home = Cache.open(db)
     tags = [s["options"]["experiment"] for s in home.sessions()]
     home.close()
-    assert [(t["arm"], t.get("cache_from")) for t in tags] == [(d.WARM_CACHE, ["128x1000"]), (d.COLD, None)]
+    assert [(t["arm"], t.get("cache_from"), t.get("seeds")) for t in tags] == [
+        (d.WARM_CACHE, ["128x1000"], d.SEEDS_VERSION[d.WARM_CACHE]), (d.COLD, None, None)]
 
 
 def test_a_problem_recorded_in_the_shipped_data_is_refused(tmp_path, triton_task):
@@ -480,6 +484,39 @@ def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path):
     plan = runner.Plan(problems=(problem,), arms=(d.COLD,), strategies=("pattern", "evolution"), seeds=(1,),
                        shipped=None)
     assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
+
+
+def test_a_warm_run_seeded_by_an_earlier_seed_source_is_kept_apart_and_run_again(tmp_path):
+    """Warm runs recorded before their seed source's last change (`definition.SEEDS_VERSION`) are
+    an earlier version of the arm where that change alters their seeds: reported apart, and the
+    run is planned again.  Warm-heuristic runs at rows too short for the revised two-pass seeds
+    had the present seeds and stay current."""
+    from heuristics.row_reduction import LONG_ROW
+
+    long_row = d.Problem("softmax-triton", f"64x{LONG_ROW}", "float16")
+    short_row = d.Problem("softmax-triton", f"64x{LONG_ROW - 1}", "float16")
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    for problem in (long_row, short_row):
+        task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+        for arm in d.WARM_ARMS:
+            runs = ((1, {}, None), (2, {"seeds": d.SEEDS_VERSION[arm]}, None), (1, {}, "0" * 24))
+            for seed, extra, source in runs:
+                _record(cache, task, arm=arm, strategy="pattern", seed=seed, setup_s=1.0, seed_from=d.SEED_FROM[arm],
+                        costs=lambda p: 1.0 + hashed_cost(p), extra=extra, source=source)
+    cache.close()
+    # Seed 1 twice, once also by an earlier pattern search: two runs, neither hiding the other.
+    earlier = {run_key(problem, arm, label, 1) for problem, arm in
+               ((long_row, d.WARM_HEURISTIC), (long_row, d.WARM_CACHE), (short_row, d.WARM_CACHE))
+               for label in ("pattern" + EARLIER_SEEDS, "pattern" + EARLIER + EARLIER_SEEDS)}
+    current = {run_key(problem, arm, "pattern", 2) for problem in (long_row, short_row) for arm in d.WARM_ARMS}
+    same_seeds = {run_key(short_row, d.WARM_HEURISTIC, "pattern", 1),
+                  run_key(short_row, d.WARM_HEURISTIC, "pattern" + EARLIER, 1)}
+    assert recorded_keys(db, None) == earlier | current | same_seeds
+    plan = runner.Plan(problems=(long_row, short_row), arms=d.WARM_ARMS, strategies=("pattern",), seeds=(1, 2),
+                       shipped=None)
+    assert [(j.problem, j.arm, j.seed) for j in runner.plan_jobs(plan, recorded_keys(db, None))] == [
+        (long_row, d.WARM_HEURISTIC, 1), (long_row, d.WARM_CACHE, 1), (short_row, d.WARM_CACHE, 1)]
 
 
 def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):

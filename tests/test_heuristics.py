@@ -137,12 +137,22 @@ def test_long_rows_get_the_measured_two_pass_config(long_row_task):
     assert resident["num_warps"] == padded // (32 * rr.RESIDENT_ELEMENTS_PER_THREAD)
     assert resident["reduction_loops[0]"] >= 32000
     two_pass = [s.params for s in seeds if s.params.get("load_eviction_policies[0]") == "last"]
-    assert len(two_pass) == 1
-    p = two_pass[0]
-    assert p["reduction_loops[0]"] == padded // 2 == 16384
-    assert (p["num_warps"], p["num_stages"], p["pid_type"]) == (16, 3, "flat")
-    evictions = [p[f"load_eviction_policies[{i}]"] for i in range(4)]
-    assert evictions == ["last", "last", "first", ""]  # three reads (max, sum, write); the last evicts
+    # half the padded row (32 values a thread, the measured best), then 16 values a thread
+    assert [p["reduction_loops[0]"] for p in two_pass] == [padded // 2, 16 * 32 * 16] == [16384, 8192]
+    for p in two_pass:
+        assert (p["num_warps"], p["num_stages"], p["pid_type"]) == (16, 3, "flat")
+        evictions = [p[f"load_eviction_policies[{i}]"] for i in range(4)]
+        assert evictions == ["last", "last", "first", ""]  # three reads (max, sum, write); the last evicts
+
+
+@pytest.mark.parametrize("row", [49152, 65536, 131072])
+def test_two_pass_chunks_of_wider_rows_stay_at_32_and_16_values_a_thread(row):
+    # Half the padded row would be 32768 or more: 64+ values a thread over 16 warps.
+    seeds = seeds_for(bind_live(get_kernel("softmax"), (64, row), torch.float16, "cpu"))
+    two_pass = [s for s in seeds if s.params.get("load_eviction_policies[0]") == "last"]
+    assert [s.params["reduction_loops[0]"] for s in two_pass] == [16384, 8192]
+    assert [s.constants["TWO_PASS_ELEMENTS_PER_THREAD"] for s in two_pass] == [32, 16]
+    assert "32 values a thread" in two_pass[0].reason and "half the padded row" not in two_pass[0].reason
 
 
 def test_persistent_seed_only_with_few_rows_per_sm(long_row_task):

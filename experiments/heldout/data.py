@@ -112,28 +112,40 @@ def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
             continue
         if session["exit_reason"] not in DONE or session["evaluations"] == 0:
             continue
-        problem = Problem(session["kernel"], "x".join(map(str, session["shape"])), session["dtype"])
-        found[run_key(problem, tags.get("arm", "?"), strategy_label(session), tags.get("seed", 0))] = session
+        found[run_key(_problem(session), tags.get("arm", "?"), strategy_label(session), tags.get("seed", 0))] = session
     return found
 
 
 EARLIER = " (earlier version)"  # the label of a run of a strategy whose source has changed since
+# The label of a warm run whose seeds were taken by an earlier version of its seed source than
+# `definition.SEEDS_VERSION`: a mark of its own, so that it never shares a run's key with a run
+# that is earlier in its strategy instead (each key keeps one session, the latest).
+EARLIER_SEEDS = " (earlier seeds)"
 
 
 def strategy_label(session: dict[str, Any]) -> str:
     """The run's strategy, marked where one of our arms ran under another timing target than the
-    study's (`definition.TIMING_MS`: '@250ms') or ran a strategy whose source has changed since
-    (' (earlier version)'): such a run is reported and judged apart."""
+    study's (`definition.TIMING_MS`: '@250ms'), ran a strategy whose source has changed since
+    (' (earlier version)'), or (a warm arm) took seeds that its present seed source would not
+    give (' (earlier seeds)', `definition.seeds_changed_at`): such a run is reported and judged apart."""
     tags = experiment_tags(session["options"])
     strategy = tags.get("strategy", "?")
-    if tags.get("arm") not in d.OUR_ARMS:
+    arm = tags.get("arm")
+    if arm not in d.OUR_ARMS:
         return strategy
     timing = session["options"]["timing_target_ms"]  # older records read as the target they ran under
     if timing != d.TIMING_MS:
         strategy = f"{strategy}@{timing:g}ms"
     if session["options"].get("strategy_source") != _current_source(tags.get("strategy", "?")):
         strategy += EARLIER
+    if arm in d.SEEDS_VERSION and tags.get("seeds") != d.SEEDS_VERSION[arm] and d.seeds_changed_at(
+            _problem(session), arm):
+        strategy += EARLIER_SEEDS
     return strategy
+
+
+def _problem(session: dict[str, Any]) -> Problem:
+    return Problem(session["kernel"], "x".join(map(str, session["shape"])), session["dtype"])
 
 
 @lru_cache(maxsize=None)

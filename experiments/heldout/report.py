@@ -78,7 +78,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "(its paths now start from the given configs, and a stalled search restarts): those shapes are no "
            "longer held out for it, and its runs there before the change are labelled '(earlier version)'. "
            f"{' and '.join(d.LATER_SHAPES)} were declared after the change, before anything was measured on them: "
-           "they are where the change is judged."
+           "they are where the change is judged. "
+           "Two findings at those eight shapes then changed the warm arms' seeds (the row rule's two-pass seeds, "
+           "now at 32 and 16 values a thread, and cache seeds carried to a wider row with the chunk they were "
+           "measured with: `definition.SEEDS_VERSION`). For the warm arms the eight shapes are fitted since; runs "
+           "there before the change are labelled '(earlier seeds)' where it changed their seeds, and "
+           f"{', '.join(d.REVISED_SHAPES)}, declared after it before anything was measured on them, judge it."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
