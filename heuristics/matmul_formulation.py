@@ -207,6 +207,17 @@ def split_seed(m: int, n: int, dtype: str, device: DeviceLimits) -> dict[str, An
     return point if not space.violations(point) else dict(space.default)
 
 
+def epilogue_of(kernel: str) -> str | None:
+    """The epilogue a built-in matmul + epilogue kernel name runs in any of its formulations
+    ('matmul-l2norm', 'matmul-tiled-l2norm', 'matmul-split-l2norm' -> 'l2norm'), else None."""
+    from autotune.kernels.matmul_epilogue import EPILOGUES
+
+    for prefix in ("matmul-tiled-", "matmul-split-", "matmul-"):
+        if kernel.startswith(prefix) and kernel[len(prefix):] in EPILOGUES:
+            return kernel[len(prefix):]
+    return None
+
+
 def epilogue_writes_rows(epilogue: str) -> bool:
     """Whether the epilogue's output is [M, N] rows (rescaled after the statistics), not [M]."""
     from autotune.kernels.matmul_epilogue import EPILOGUES

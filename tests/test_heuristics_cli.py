@@ -90,3 +90,28 @@ def test_a_heuristic_seeded_session_records_where_its_seeds_came_from(tmp_path, 
         assert seed["rule"] == "row_reduction" and seed["reason"] and seed["constants"]
         assert seed["facts"][0]["extent"] == 50257 and seed["facts"][0]["rows"] == 1024
     assert any(s["params"]["pid_type"] == "persistent_interleaved" for s in record["seeds"])  # 1024 rows, 132 SMs
+
+
+@pytest.mark.parametrize("kernel, shape, dtype, picked", [
+    ("matmul-sum", "64x64x64", "float32", "resident (run matmul-sum)"),
+    ("matmul-tiled-max", "1024x256x2048", "bfloat16", "tiled (run matmul-tiled-max)"),
+    ("matmul-split-l2norm", "1024x256x2048", "bfloat16", "split (run matmul-split-l2norm)"),
+])
+def test_a_matmul_epilogue_kernel_shows_the_formulation_the_rule_picks_and_why(capsys, kernel, shape, dtype, picked):
+    from heuristics.matmul_formulation import pick_formulation
+
+    code, out, _ = run(capsys, kernel, "--shape", shape, "--dtype", dtype)
+    assert code == 0 and f"formulation: {picked}" in out
+    m, k, n = map(int, shape.split("x"))
+    pick = pick_formulation(kernel.rsplit("-", 1)[1], m, k, n, dtype)
+    assert "why: " + pick.why[:60] in " ".join(out.split())
+    code, out, _ = run(capsys, kernel, "--shape", shape, "--dtype", dtype, "--format", "json")
+    assert code == 0 and json.loads(out)["formulation"] == {"formulation": pick.formulation, "kernel": pick.kernel,
+                                                            "config": pick.config, "why": pick.why}
+
+
+def test_a_kernel_outside_the_matmul_epilogue_family_shows_no_formulation(capsys):
+    code, out, _ = run(capsys, "softmax", "--shape", "64x1000")
+    assert code == 0 and "formulation" not in out
+    code, out, _ = run(capsys, "matmul", "--shape", "64x64x64", "--dtype", "float32", "--format", "json")
+    assert code == 0 and "formulation" not in json.loads(out)

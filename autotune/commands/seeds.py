@@ -1,13 +1,16 @@
 """`autotune seeds`: the facts found for a kernel and shape, what each rule made of them, the seeds.
 
 Binds the kernel to CPU tensors (no GPU needed; a GPU's space may offer more choices, so a
-seed is shown only if it is a point of the space bound here).  Device limits come from the
+seed is shown only if it is a point of the space bound here).  For a matmul + epilogue kernel it
+also shows which of the family's formulations the formulation rule picks at this cell, with that
+formulation's seed and why: the rule answers for the family, whichever member was named.  Device limits come from the
 GPU when there is one, else the H100 defaults the rules name.  Nothing is written anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -35,9 +38,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     spec, shape, dtype = kernel_task_inputs(args)
     task = bind_live(spec, shape, dtype, "cpu")
     analysis = analyse(task)
+    formulation = _formulation(spec.name, shape, task.dtype, analysis.device)
     if args.format == "json":
         record = {"kernel": spec.name, "shape": list(shape), "dtype": task.dtype,
                   "facts": [_fact_record(f) for f in analysis.facts.all()], **analysis.to_record()}
+        if formulation is not None:
+            record["formulation"] = dataclasses.asdict(formulation)
         console.print(json.dumps(record, indent=2), markup=False, highlight=False, soft_wrap=True)
         return 0
     device = analysis.device
@@ -46,7 +52,22 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.print(_facts_table(analysis.facts))
     console.print(_rules_table(analysis, registered_rules()))
     console.print(_seeds_table(task, analysis.outcome.seeds))
+    if formulation is not None:
+        config = ", ".join(f"{k}={v!r}" for k, v in formulation.config.items())
+        console.print(f"formulation: {formulation.formulation} (run {formulation.kernel}), seed {escape(config)}")
+        console.print(f"why: {escape(formulation.why)}", soft_wrap=True)
     return 0
+
+
+def _formulation(kernel: str, shape: tuple[int, ...], dtype: str, device: Any) -> Any:
+    """The formulation rule's pick for a matmul + epilogue kernel's cell, else None."""
+    from heuristics.matmul_formulation import epilogue_of, pick_formulation
+
+    epilogue = epilogue_of(kernel)
+    if epilogue is None or len(shape) != 3:
+        return None
+    m, k, n = shape
+    return pick_formulation(epilogue, m, k, n, dtype, device)
 
 
 def _fact_record(fact: Any) -> dict[str, Any]:

@@ -30,7 +30,9 @@ when rows are 16-byte aligned, is never re-read, keeps its exponentials, and the
 statistics are taken in base 2 on pre-scaled values.  Variants measured slower on an H100
 and dropped: fenced tickets and fenced polling; holding x instead of p (fewer registers, a
 second exp2 per element); a cooperative-grid launch whose programs loop over the pieces (no
-tickets, but the programs move in lockstep, so loads and stores no longer overlap).  The Triton interpreter runs programs
+tickets, but the programs move in lockstep, so loads and stores no longer overlap), even with
+each program loading its next piece before it waits on the present one (far slower still; and
+with tickets, a program whose next piece falls in its present row waits on itself).  The Triton interpreter runs programs
 one after the other, so there a row must be one piece; the waiting path runs on a GPU,
 accuracy-gated like every measured config.
 """
