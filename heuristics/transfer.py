@@ -17,12 +17,9 @@ import re
 from typing import Any, Mapping, Sequence
 
 from heuristics.facts import REDUCTION_LOOP, KernelFacts
+from heuristics.row_reduction import next_pow2
 
 _SLOT = re.compile(r"^reduction_loops\[(\d+)\]$")
-
-
-def next_pow2(n: int) -> int:
-    return 1 << (max(1, n) - 1).bit_length()
 
 
 def carry(native: Mapping[str, Any], facts: KernelFacts, from_shape: Sequence[int],

@@ -1,10 +1,12 @@
 """`autotune seeds`: the facts found for a kernel and shape, what each rule made of them, the seeds.
 
 Binds the kernel to CPU tensors (no GPU needed; a GPU's space may offer more choices, so a
-seed is shown only if it is a point of the space bound here).  For a matmul + epilogue kernel it
-also shows which of the family's formulations the formulation rule picks at this cell, with that
-formulation's seed and why: the rule answers for the family, whichever member was named.  Device limits come from the
-GPU when there is one, else the H100 defaults the rules name.  Nothing is written anywhere.
+seed is shown only if it is a point of the space bound here).  Device limits come from the GPU
+when there is one, else the H100 defaults the rules name.  Nothing is written anywhere.
+
+For a matmul + epilogue kernel it also shows which of the family's formulations the formulation
+rule picks at this cell, with that formulation's seed and why: the rule answers for the family,
+whichever member was named, since picking the member is its job.
 """
 
 from __future__ import annotations
