@@ -13,6 +13,7 @@ import sqlite3
 import statistics
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
@@ -242,6 +243,24 @@ def test_the_report_is_written_from_the_database_alone(heldout_report):
     assert (out / "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = (out / "README.md").read_text()
     assert "## Targets" in text and f"## {SOFTMAX.label}" in text and f"## {MATMUL.label}" in text
+
+
+def test_verdicts_on_runs_kept_apart_are_listed_after_the_present_ones():
+    from experiments.heldout.analysis import Verdict
+    from experiments.heldout.report import render
+
+    def verdict(subject: str) -> Verdict:
+        return Verdict("a target", subject, "not met", [f"{subject} detail"])
+
+    subjects = ["cold pattern", "cold pattern" + EARLIER, "warm-cache pattern" + EARLIER_SEEDS, "cold pattern@250ms",
+                "warm-heuristic pattern" + REVISED_SUBJECT]
+    assert [verdict(s).of_runs_kept_apart for s in subjects] == [False, True, True, True, False]
+    options = SimpleNamespace(db=Path("x.db"))
+    text = render([], [verdict(s) for s in subjects], options, {})
+    targets, apart = text.split("## Targets")[1].split("Runs kept apart")
+    assert "| cold pattern | a target |" in targets and f"| warm-heuristic pattern{REVISED_SUBJECT} |" in targets
+    for subject in subjects[1:4]:
+        assert f"| {subject} |" in apart and f"| {subject} |" not in targets
 
 
 def test_wall_times_times_to_2_percent_finals_and_provenance_follow_the_rows(heldout_db, heldout_report):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from . import definition as d
-from .data import Run
+from .data import EARLIER, EARLIER_SEEDS, Run
 from .definition import Problem
 
 NEVER = math.inf  # a run that never came within the target
@@ -160,6 +160,11 @@ class Verdict:
     @property
     def met(self) -> bool:
         return self.status == "met"
+
+    @property
+    def of_runs_kept_apart(self) -> bool:
+        """A verdict on runs of an earlier strategy, of earlier seeds or under another timing target."""
+        return any(mark in self.subject for mark in (EARLIER, EARLIER_SEEDS, "@"))
 
 
 def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share: float,

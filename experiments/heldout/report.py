@@ -105,10 +105,15 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "and Helion and starts the workers' fork server before its first job; no job counts that (Helion "
            "quick's included). A runner that did not yet start the fork server early left it to its first job, "
            "whose set-up is then several times the others'.", "",
-           "## Targets", "", "| subject | target | status |", "|---|---|---|"]
-    out += [f"| {v.subject} | {v.target} | **{v.status}** |" for v in judged]
-    out.append("")
-    for verdict in judged:
+           "## Targets", ""]
+    present = [v for v in judged if not v.of_runs_kept_apart]
+    apart = [v for v in judged if v.of_runs_kept_apart]
+    header = ["| subject | target | status |", "|---|---|---|"]
+    out += header + [f"| {v.subject} | {v.target} | **{v.status}** |" for v in present] + [""]
+    if apart:
+        out += ["Runs kept apart (an earlier strategy, earlier seeds or another timing target), judged by the same "
+                "targets:", ""] + header + [f"| {v.subject} | {v.target} | {v.status} |" for v in apart] + [""]
+    for verdict in present + apart:
         if verdict.details:
             out += [f"{verdict.subject}:", ""] + [f"- {line}" for line in verdict.details] + [""]
     for name, path in figures.items():
