@@ -18,6 +18,7 @@ import torch
 
 from autotune.config_table import DEFAULT, EXACT, NEAREST, ConfigTable
 from autotune.kernel_loader import resolve_kernel
+from tests.conftest import assert_one_line_error, run_main
 from autotune.serving import configured
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,19 +99,18 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_export_and_show_take_a_kernel_by_path(tmp_path: Path) -> None:
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "autotune.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                              timeout=300)
-
+def test_export_and_show_take_a_kernel_by_path(tmp_path: Path, capsys, monkeypatch) -> None:
     out = tmp_path / "table.json"
-    done = cli("export", RMS, "--format", "json", "--out", str(out))
+    done = subprocess.run([sys.executable, "-m", "autotune.cli", "export", RMS, "--format", "json", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)  # one real process
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["kernel"] == "rms_norm"
-    shown = cli("show", RMS)
-    assert shown.returncode == 0 and "16384" in shown.stdout
-    refused = cli("export", RMS, "--format", "json", "--out", str(tmp_path / "missing" / "t.json"))
-    assert refused.returncode == 2 and "does not exist" in refused.stderr
+    monkeypatch.chdir(ROOT)  # the rest in this process, as `autotune` runs them
+    code, shown, _ = run_main(["show", RMS], capsys)
+    assert code == 0 and "16384" in shown
+    error = assert_one_line_error(*run_main(["export", RMS, "--format", "json", "--out",
+                                             str(tmp_path / "missing" / "t.json")], capsys))
+    assert "does not exist" in error
     assert not (tmp_path / "missing").exists()
 
 

@@ -22,6 +22,7 @@ from autotune.kernel_loader import KernelNotFound, locator_of, resolve_kernel
 from autotune.session import Session, SessionSettings
 from autotune.strategies.random_search import RandomSearch
 from autotune.task import bind_live
+from tests.conftest import assert_one_line_error, run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -249,12 +250,20 @@ def test_inputs_that_cannot_be_built_for_the_shape_are_refused_with_nothing_writ
     ("my_kernels.py:plain_function", "is a function, not a @helion.kernel"),
 ])
 def test_bad_kernels_on_the_command_line_are_one_line_exit_2_nothing_written(user_files: Path, kernel: str,
-                                                                              message: str) -> None:
+                                                                              message: str, capsys, monkeypatch
+                                                                              ) -> None:
+    # In this process (each command as `autotune` runs it); the test below checks a real process.
+    monkeypatch.chdir(user_files)
     for command in (["tune", kernel, "--shape", "8x8", "--db", "x.db"], ["seeds", kernel, "--shape", "8x8"],
                     ["show", kernel, "--db", "x.db"]):
-        done = _cli(*command, cwd=user_files)
-        assert done.returncode == 2, (command, done.stderr)
-        assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
+        assert message in assert_one_line_error(*run_main(command, capsys)), command
+    assert not (user_files / "x.db").exists()
+
+
+def test_a_bad_kernel_is_one_line_and_exit_2_from_a_real_process(user_files: Path) -> None:
+    done = _cli("tune", "my_kernels.py:plain_function", "--shape", "8x8", "--db", "x.db", cwd=user_files)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "is a function, not a @helion.kernel" in lines[0], lines
     assert not (user_files / "x.db").exists()
 
 
