@@ -35,7 +35,8 @@ from conftest import REPO, hashed_cost
 from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.analysis import REVISED_SUBJECT
-from experiments.heldout.data import EARLIER, EARLIER_SEEDS, foreign_sessions, load_runs, recorded_keys, run_key, without_study
+from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, foreign_sessions, load_runs, recorded_keys, run_key,
+                                      without_study)
 from search_spaces.space import canonical_json
 
 HELDOUT_DIR = REPO / "experiments" / "heldout"

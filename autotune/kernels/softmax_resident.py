@@ -32,9 +32,9 @@ and dropped: fenced tickets and fenced polling; holding x instead of p (fewer re
 second exp2 per element); a cooperative-grid launch whose programs loop over the pieces (no
 tickets, but the programs move in lockstep, so loads and stores no longer overlap), even with
 each program loading its next piece before it waits on the present one (far slower still; and
-with tickets, a program whose next piece falls in its present row waits on itself).  The Triton interpreter runs programs
-one after the other, so there a row must be one piece; the waiting path runs on a GPU,
-accuracy-gated like every measured config.
+with tickets, a program whose next piece falls in its present row waits on itself).  The Triton
+interpreter runs programs one after the other, so there a row must be one piece; the waiting
+path runs on a GPU, accuracy-gated like every measured config.
 """
 
 from __future__ import annotations
