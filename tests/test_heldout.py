@@ -34,7 +34,7 @@ from autotune.types import Result, Status
 from conftest import REPO, hashed_cost
 from experiments.heldout import definition as d
 from experiments.heldout import runner
-from experiments.heldout.analysis import REVISED_SUBJECT
+from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
 from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, foreign_sessions, load_runs, recorded_keys, run_key,
                                       without_study)
 from search_spaces.space import canonical_json
@@ -88,7 +88,7 @@ def test_the_declared_shapes_are_none_the_rules_name_or_the_seed_study_measured(
     assert {"4096x32000", "1024x50257", "131072x512x512"} <= named  # the parser finds the fitted shapes
     # Only the shapes a rule was declared revised after may be named (and they are).
     assert {p.shape for p in d.PROBLEMS} & named == set(d.SEEN_BY_REVISIONS)
-    assert not set(d.REVISED_SHAPES) & set(d.SEEN_BY_REVISIONS)
+    assert not (set(d.REVISED_SHAPES) | set(d.ENDS_SHAPES)) & set(d.SEEN_BY_REVISIONS)
     from experiments.seed_study.definition import CELLS
 
     assert not {p.shape for p in d.MATMUL} & {c.shape for c in CELLS}
@@ -338,6 +338,9 @@ def test_target_verdicts_follow_the_rows(heldout_db, heldout_report):
     for arm in d.WARM_ARMS:
         revised = targets[f"{arm} pattern{REVISED_SUBJECT}"]
         assert revised["status"] == f"not yet measured at {', '.join(d.REVISED_SHAPES)}" and not revised["details"]
+    # A strategy added later is judged apart, cold, on the shapes declared after it.
+    later = targets[f"{d.COLD} pattern-ends{LATER_STRATEGY_SUBJECT}"]
+    assert later["status"] == f"not yet measured at {', '.join(d.ENDS_SHAPES)}" and not later["details"]
     assert targets[f"{d.COLD} pattern"]["details"][0].endswith(": met")
     # matmul: the heuristic seed against the best found, from the warm-heuristic runs' seed rows
     cell = [run for run in raw.values() if run["problem"] == (MATMUL.kernel, MATMUL.shape, MATMUL.dtype)]

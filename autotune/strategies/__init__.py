@@ -18,6 +18,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "helion-lfbo": ("autotune.strategies.helion_search", "HelionLFBOSearch"),
     "helion-pattern": ("autotune.strategies.helion_search", "HelionPatternSearch"),
     "pattern": ("autotune.strategies.pattern", "PatternSearch"),
+    "pattern-ends": ("autotune.strategies.pattern_ends", "EndsPatternSearch"),
     "random": ("autotune.strategies.random_search", "RandomSearch"),
     "surrogate": ("autotune.strategies.surrogate", "SurrogateSearch"),
     "tpe": ("autotune.strategies.optuna_search", "TPESearch"),
@@ -40,14 +41,20 @@ def get_strategy(name: str) -> type[Strategy]:
 
 
 def strategy_source(name: str) -> str:
-    """The hash of the source of the module that defines strategy `name`.  Sessions record it,
-    so a study can tell runs of a changed strategy from runs of the one it measures now (as a
-    kernel's source hash does for its measurements)."""
+    """The hash of the source of the modules that define strategy `name`: its own and those of
+    the strategies it extends (not the shared base class).  Sessions record it, so a study can
+    tell runs of a changed strategy from runs of the one it measures now (as a kernel's source
+    hash does for its measurements)."""
     import inspect
 
     from search_spaces.fingerprint import source_hash
 
-    return source_hash(inspect.getsource(inspect.getmodule(get_strategy(name))))
+    modules: list = []
+    for cls in get_strategy(name).__mro__:
+        module = inspect.getmodule(cls)
+        if issubclass(cls, Strategy) and cls is not Strategy and module not in modules:
+            modules.append(module)
+    return source_hash("".join(inspect.getsource(module) for module in modules))
 
 
 __all__ = ["Observation", "Strategy", "UnknownStrategy", "get_strategy", "strategy_names", "strategy_source"]

@@ -114,6 +114,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "helion-lfbo": _HELION,
     "helion-pattern": _HELION,
     "pattern": _PATTERN,
+    "pattern-ends": _PATTERN,
     "random": {"screen": Option(str, choices=("footprint",))},
     "surrogate": {"initial_points": Option(int, 2)},
     "tpe": _OPTUNA,

@@ -194,6 +194,7 @@ def _reached(run: Run, summary: ProblemSummary, allowed: float) -> bool:
 
 
 REVISED_SUBJECT = ", on the shapes declared after the warm seeds' revision"
+LATER_STRATEGY_SUBJECT = ", on the shapes declared after it"
 
 
 def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRATEGIES) -> list[Verdict]:
@@ -204,6 +205,12 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
         return sorted({a.strategy for s in summaries for a in s.arms if a.arm == arm} | set(strategies))
 
     result = [_time_target(summaries, d.COLD, s, d.COLD_WALL_SHARE, d.SOFTMAX) for s in labels(d.COLD)]
+    # A strategy added after runs at some shapes is judged apart on the shapes declared after it.
+    for strategy, shapes in d.JUDGED_AT.items():
+        if strategy in strategies:
+            judged = [p for p in d.SOFTMAX if p.shape in shapes]
+            result.append(_time_target(summaries, d.COLD, strategy, d.COLD_WALL_SHARE, judged,
+                                       where=f"each shape declared after {strategy}", subject=LATER_STRATEGY_SUBJECT))
     revised = [p for p in d.SOFTMAX if p.shape in d.REVISED_SHAPES]
     for arm in d.WARM_ARMS:
         result += [_time_target(summaries, arm, s, d.WARM_WALL_SHARE, d.SOFTMAX) for s in labels(arm)]

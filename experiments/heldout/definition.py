@@ -49,10 +49,17 @@ LATER_SHAPES = ("6144x24576", "768x160000")
 # three judge them: two long rows whose padded row is 64K and 128K values (where the old
 # two-pass seed held 64 and 128 values a thread) and many short rows.
 REVISED_SHAPES = ("1536x131072", "3072x49152", "65536x768")
+# Declared after the runs at the eleven shapes above, before anything was measured on them, once
+# the cold pattern search's stall at 3072x49152 (a whole-row chunk behind slower looped ones) had
+# led to the `pattern-ends` strategy: that shape is fitted for it, and these two judge it.  Both
+# have rows whose padded width (65536 and 32768) a whole-row config can hold at 32 warps.
+ENDS_SHAPES = ("2560x40000", "10240x20480")
+# Strategies added after runs at some shapes, and the shapes declared after them that judge them.
+JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms).
 SEEN_BY_REVISIONS = ("4096x65536", "2048x100000")
-SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES
+SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -89,7 +96,9 @@ SEEDS_VERSION = {WARM_HEURISTIC: "two-pass at 32 and 16 a thread", WARM_CACHE: "
 SEED_FROM = {COLD: "default", WARM_HEURISTIC: "default,heuristic", WARM_CACHE: "default,cache"}
 NATIVE = "native"  # the strategy recorded for Helion's own search
 
-STRATEGIES = ("pattern", "evolution")  # the framework's best on the recorded spaces (simulation reports)
+# The framework's best on the recorded spaces (simulation reports), and the pattern walk that also
+# looks at each parameter's far ends before a path stops (JUDGED_AT).
+STRATEGIES = ("pattern", "evolution", "pattern-ends")
 SEEDS = (1, 2, 3)
 HELION_SEEDS = (1,)  # Helion quick costs minutes a run: once per problem unless asked for more
 # Per session, from its start (set-up before it is counted in the report, not here).  Longer than

@@ -83,7 +83,11 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "now at 32 and 16 values a thread, and cache seeds carried to a wider row with the chunk they were "
            "measured with: `definition.SEEDS_VERSION`). For the warm arms the eight shapes are fitted since; runs "
            "there before the change are labelled '(earlier seeds)' where it changed their seeds, and "
-           f"{', '.join(d.REVISED_SHAPES)}, declared after it before anything was measured on them, judge it."
+           f"{', '.join(d.REVISED_SHAPES)}, declared after it before anything was measured on them, judge it. "
+           "The cold pattern search stalled at 3072x49152 short of a whole-row config behind slower looped "
+           "ones; `pattern-ends` (the same walk, looking at each ordered parameter's far ends before a path "
+           "stops) was written after that, so those eleven shapes are fitted for it, and "
+           f"{' and '.join(d.ENDS_SHAPES)}, declared after it before anything was measured on them, judge it."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
