@@ -117,14 +117,89 @@ def run_python(code: str, *, cwd: Path | str | None = None, timeout: float = 120
                           text=True, timeout=timeout)
 
 
-def run_report_script(code: str, *, timeout: float = 300, **env: str) -> Any:
+def run_report_script(code: str, *, timeout: float = 300, shared: bool = False, **env: str) -> Any:
     """Run `code` in a fresh interpreter (env set, e.g. TRITON_INTERPRET=1) and return the JSON
-    it printed on its one line starting with "REPORT "."""
-    done = run_python(code, timeout=timeout, **env)
-    assert done.returncode == 0, done.stderr[-4000:]
-    lines = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
-    assert len(lines) == 1, done.stdout[-2000:]
+    it printed on its one line starting with "REPORT ".  `shared=True` runs it instead in one
+    interpreter kept for the whole test session with TRITON_INTERPRET=1 (each fresh one pays
+    seconds of torch, Triton and Helion imports); for scripts that change no state a later one reads."""
+    if shared:
+        assert env == {"TRITON_INTERPRET": "1"}, "the shared interpreter runs Triton's interpreter only"
+        stdout = _SHARED_INTERPRETER.run(code, timeout)
+    else:
+        done = run_python(code, timeout=timeout, **env)
+        assert done.returncode == 0, done.stderr[-4000:]
+        stdout = done.stdout
+    lines = [x for x in stdout.splitlines() if x.startswith("REPORT ")]
+    assert len(lines) == 1, stdout[-2000:]
     return json.loads(lines[0].removeprefix("REPORT "))
+
+
+_RESULT_MARK = "@@shared-interpreter-result@@ "
+_SHARED_LOOP = f"""
+import contextlib, io, json, sys, traceback
+for line in sys.stdin:
+    captured, error = io.StringIO(), ""
+    try:
+        with contextlib.redirect_stdout(captured):
+            exec(compile(json.loads(line), "<report script>", "exec"), {{"__name__": "__main__"}})
+    except BaseException:
+        error = traceback.format_exc()
+    sys.stdout.write({_RESULT_MARK!r} + json.dumps({{"stdout": captured.getvalue(), "error": error}}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+class _SharedInterpreter:
+    """One Python process under TRITON_INTERPRET=1 that runs report scripts one after another,
+    each in a namespace of its own; started on first use, replaced if it dies."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self.errors: Any = None
+
+    def run(self, code: str, timeout: float) -> str:
+        import queue
+        import tempfile
+        import threading
+
+        if self.process is None or self.process.poll() is not None:
+            self.errors = tempfile.TemporaryFile(mode="w+")
+            self.process = subprocess.Popen([sys.executable, "-u", "-c", _SHARED_LOOP], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, stderr=self.errors, text=True,
+                                            env=subprocess_env(TRITON_INTERPRET="1"))
+            self.lines: queue.Queue = queue.Queue()
+            reader = threading.Thread(target=lambda out, lines: [lines.put(x) for x in out] + [lines.put("")],
+                                      args=(self.process.stdout, self.lines), daemon=True)
+            reader.start()
+        self.process.stdin.write(json.dumps(code) + "\n")
+        self.process.stdin.flush()
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                self.process.kill()
+                raise AssertionError(f"the shared interpreter printed nothing for {timeout} s") from None
+            if not line:
+                self.errors.seek(0)
+                raise AssertionError("the shared interpreter died: " + self.errors.read()[-4000:])
+            if line.startswith(_RESULT_MARK):
+                result = json.loads(line.removeprefix(_RESULT_MARK))
+                assert not result["error"], result["error"][-4000:]
+                return result["stdout"]
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=30)
+
+
+_SHARED_INTERPRETER = _SharedInterpreter()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_the_shared_interpreter():
+    yield
+    _SHARED_INTERPRETER.close()
 
 
 def valid_points(space: Any, fixed: dict[str, Any] | None = None) -> list[dict[str, Any]]:

@@ -284,7 +284,7 @@ print("REPORT " + json.dumps({"runs": report, "failures": failures}))
 
 @pytest.fixture(scope="module")
 def interpreter_report():
-    return run_report_script(_INTERPRETER, timeout=300, TRITON_INTERPRET="1")
+    return run_report_script(_INTERPRETER, timeout=300, shared=True, TRITON_INTERPRET="1")
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])

@@ -54,7 +54,7 @@ print("REPORT " + json.dumps(report))
 
 @pytest.fixture(scope="module")
 def interpreted():
-    return run_report_script(_INTERPRETED, timeout=600, TRITON_INTERPRET="1")
+    return run_report_script(_INTERPRETED, timeout=600, shared=True, TRITON_INTERPRET="1")
 
 
 def test_every_epilogue_matches_the_fp64_reference_and_writes_every_element(interpreted):

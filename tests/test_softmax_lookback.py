@@ -38,7 +38,7 @@ print("REPORT " + json.dumps(report))
 
 @pytest.fixture(scope="module")
 def interpreted():
-    return run_report_script(_INTERPRETED, timeout=900, TRITON_INTERPRET="1")
+    return run_report_script(_INTERPRETED, timeout=900, shared=True, TRITON_INTERPRET="1")
 
 
 def test_lookback_softmax_matches_the_fp64_reference_for_every_tiling_and_lag(interpreted):

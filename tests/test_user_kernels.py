@@ -201,14 +201,16 @@ def test_a_user_kernel_tunes_records_and_exports(user_files: Path, tmp_path: Pat
     assert ConfigTable.from_db(kernel, tmp_path / "user.db").entries == []
 
 
-def test_seeds_and_check_config_take_a_kernel_by_path(user_files: Path) -> None:
-    seeds = _cli("seeds", "my_kernels.py:scale_rows", "--shape", "64x128", "--format", "json", cwd=user_files)
-    assert seeds.returncode == 0, seeds.stderr
-    assert json.loads(seeds.stdout)["kernel"] == "scale_rows"
-    checked = _cli("check-config", "my_kernels.py:scale_rows", "--shape", "64x128", "--config", '{"num_warps": 8}',
-                   "--format", "json", cwd=user_files)
-    assert checked.returncode == 0, checked.stderr
-    [item] = json.loads(checked.stdout)
+def test_seeds_and_check_config_take_a_kernel_by_path(user_files: Path, capsys, monkeypatch) -> None:
+    # In this process, as `autotune` runs each command (tune and bad kernels check real processes).
+    monkeypatch.chdir(user_files)
+    code, out, err = run_main(["seeds", "my_kernels.py:scale_rows", "--shape", "64x128", "--format", "json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["kernel"] == "scale_rows"
+    code, out, err = run_main(["check-config", "my_kernels.py:scale_rows", "--shape", "64x128", "--config",
+                               '{"num_warps": 8}', "--format", "json"], capsys)
+    assert code == 0, err
+    [item] = json.loads(out)
     assert item["native"]["num_warps"] == 8 and "num_warps" not in item["from_default"]
 
 
@@ -235,12 +237,13 @@ def test_a_reference_that_disagrees_with_the_default_config_is_refused_with_noth
     assert not (user_files / "refused.db").exists()
 
 
-def test_inputs_that_cannot_be_built_for_the_shape_are_refused_with_nothing_written(user_files: Path) -> None:
-    done = _cli("tune", "my_kernels.py:scale_rows", "--shape", "4x8x2", "--interpret", "--budget", "2", "--db",
-                "refused.db", cwd=user_files)
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cannot build scale_rows's inputs for shape 4x8x2: ValueError" in lines[0]
+def test_inputs_that_cannot_be_built_for_the_shape_are_refused_with_nothing_written(user_files: Path, capsys,
+                                                                                    monkeypatch) -> None:
+    monkeypatch.chdir(user_files)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # --interpret sets it: put back after the test
+    line = assert_one_line_error(*run_main(["tune", "my_kernels.py:scale_rows", "--shape", "4x8x2", "--interpret",
+                                            "--budget", "2", "--db", "refused.db"], capsys))
+    assert "cannot build scale_rows's inputs for shape 4x8x2: ValueError" in line
     assert not (user_files / "refused.db").exists()
 
 
