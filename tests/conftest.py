@@ -154,8 +154,11 @@ class _SharedInterpreter:
     each in a namespace of its own; started on first use, replaced if it dies."""
 
     def __init__(self) -> None:
+        import queue
+
         self.process: subprocess.Popen | None = None
         self.errors: Any = None
+        self.lines: queue.Queue = queue.Queue()  # the process's stdout, a line at a time; "" once it ends
 
     def run(self, code: str, timeout: float) -> str:
         import queue
@@ -167,10 +170,8 @@ class _SharedInterpreter:
             self.process = subprocess.Popen([sys.executable, "-u", "-c", _SHARED_LOOP], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=self.errors, text=True,
                                             env=subprocess_env(TRITON_INTERPRET="1"))
-            self.lines: queue.Queue = queue.Queue()
-            reader = threading.Thread(target=lambda out, lines: [lines.put(x) for x in out] + [lines.put("")],
-                                      args=(self.process.stdout, self.lines), daemon=True)
-            reader.start()
+            self.lines = queue.Queue()
+            threading.Thread(target=_forward_lines, args=(self.process.stdout, self.lines), daemon=True).start()
         self.process.stdin.write(json.dumps(code) + "\n")
         self.process.stdin.flush()
         while True:
@@ -191,6 +192,12 @@ class _SharedInterpreter:
         if self.process is not None and self.process.poll() is None:
             self.process.stdin.close()
             self.process.wait(timeout=30)
+
+
+def _forward_lines(stream: Any, lines: Any) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put("")
 
 
 _SHARED_INTERPRETER = _SharedInterpreter()
