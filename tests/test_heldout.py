@@ -112,7 +112,7 @@ def _costs(task, special: list[tuple[dict, float]]) -> Callable[[dict], float]:
 
 
 def _record(cache, task, *, arm, strategy, seed, setup_s, seeds=(), seed_from="default", costs, budget=6,
-            extra=None, fixed=None, interrupt=None, timing_ms=d.TIMING_MS, source=None) -> None:
+            extra=None, fixed=None, interrupt=None, timing_ms=d.TIMING_MS, source=None, seconds=None) -> None:
     tags = {"study": d.STUDY, "arm": arm, "strategy": strategy, "seed": seed, **(extra or {})}
     sources = [s for s in seed_from.split(",") if s]
     options = SessionOptions(seed_from=seed_from, seeds=tuple(o for o, _ in seeds), fresh=True,
@@ -123,7 +123,8 @@ def _record(cache, task, *, arm, strategy, seed, setup_s, seeds=(), seed_from="d
         made = get_strategy("fixed")(task.space, seed=seed, configs={d.HELION_QUICK: fixed})
     else:
         made = get_strategy(strategy)(task.space, seed=seed)
-    settings = SessionSettings(strategy if fixed is None else "fixed", seed, budget, generation_size=3, mode="gpu")
+    settings = SessionSettings(strategy if fixed is None else "fixed", seed, budget, seconds=seconds,
+                               generation_size=3, mode="gpu")
     evaluator = Retiming(costs, delay_s=0.004, interrupt_after=interrupt)
     tags["job_started"] = round(time.time() - setup_s, 3)
     try:
@@ -155,7 +156,7 @@ def heldout_db(tmp_path_factory) -> Path:
             _record(cache, task, arm=d.COLD, strategy="pattern", seed=seed, setup_s=1.0, costs=costs)
         for seed in (1, 2):
             _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0, seeds=heuristic,
-                    seed_from="default,heuristic", costs=costs)
+                    seed_from="default,heuristic", costs=costs, seconds=600.0 + seed)  # the budget ends them first
         if problem is SOFTMAX:  # set-up of 30 s: within Helion's fifth (20 s) it is not, nor its tenth
             for seed in (1, 2):
                 _record(cache, task, arm=d.WARM_CACHE, strategy="evolution", seed=seed, setup_s=30.0, seeds=cached,
@@ -176,8 +177,8 @@ def _raw_runs(db: Path) -> dict[int, dict[str, Any]]:
     conn = sqlite3.connect(db)
     try:
         runs = {}
-        for sid, kernel, shape, dtype, options, reason in conn.execute(
-                "SELECT id, kernel, shape, dtype, options, exit_reason FROM sessions"):
+        for sid, kernel, shape, dtype, options, reason, seconds in conn.execute(
+                "SELECT id, kernel, shape, dtype, options, exit_reason, seconds FROM sessions"):
             tags = json.loads(options).get("experiment") or {}
             if tags.get("study") != d.STUDY or reason == "interrupted":
                 continue
@@ -185,7 +186,7 @@ def _raw_runs(db: Path) -> dict[int, dict[str, Any]]:
                                 "FROM evaluations WHERE session_id = ? ORDER BY created, generation, ordinal",
                                 (sid,)).fetchall()
             runs[sid] = {"problem": (kernel, "x".join(map(str, json.loads(shape))), dtype), "tags": tags,
-                         "rows": rows, "options": json.loads(options)}
+                         "rows": rows, "options": json.loads(options), "seconds": seconds}
         return runs
     finally:
         conn.close()
@@ -206,7 +207,7 @@ def _expected(run: dict[str, Any]) -> dict[str, Any]:
         scale = final / min(ms for _, ms in tags["helion_timeline"] if ms is not None)
         steps = [(setup + t, ms * scale) for t, ms in tags["helion_timeline"] if ms is not None]
         counted = [(n, ms * scale) for n, (_, ms) in enumerate(tags["helion_timeline"], start=1) if ms is not None]
-        return {"wall": tags["helion_job_s"], "final": final, "origin": "search", "steps": steps,
+        return {"wall": tags["helion_job_s"], "final": final, "origin": "search", "steps": steps, "limit": None,
                 "counted": counted, "rate": len(tags["helion_timeline"]) / tags["helion_wall_s"], "seed_statuses": {}}
     best = min(final_rows, key=lambda r: r[4])
     seed_statuses: dict[str, dict[str, int]] = {}
@@ -216,7 +217,8 @@ def _expected(run: dict[str, Any]) -> dict[str, Any]:
     steps = [(r[0] - tags["job_started"], r[4]) for r in search if r[3] == "ok"]
     counted = [(n, r[4]) for n, r in enumerate(search, start=1) if r[3] == "ok"]  # rows come in time order
     return {"wall": max(r[0] for r in search) - tags["job_started"], "final": best[4], "origin": origin_of[best[5]],
-            "steps": steps, "counted": counted, "searched": len(search), "seed_statuses": seed_statuses}
+            "steps": steps, "counted": counted, "searched": len(search), "seed_statuses": seed_statuses,
+            "limit": run["seconds"]}
 
 
 def _time_to(steps, target):
@@ -282,6 +284,7 @@ def test_wall_times_times_to_2_percent_finals_and_provenance_follow_the_rows(hel
                 want = expected[arm["arm"] + str(run["seed"]) + arm["strategy"]]
                 assert run["wall_s"] == pytest.approx(want["wall"], abs=2e-3)
                 assert run["final_ms"] == pytest.approx(want["final"])
+                assert run["limit_s"] == want["limit"]
                 assert run["best_origin"] == want["origin"]
                 for key, target in (("to_best_s", best), ("to_helion_s", helion["final"])):
                     took = _time_to(want["steps"], target * (1 + d.WITHIN))
@@ -314,6 +317,9 @@ def test_wall_times_times_to_2_percent_finals_and_provenance_follow_the_rows(hel
     assert all(r["start"] == "warm" and r["seeds"] == ["cache"] for r in warm["runs"])
     cold = next(a for a in softmax["arms"] if a["arm"] == d.COLD)
     assert all(r["start"] == "cold" and r["seed_from"] == "default" for r in cold["runs"])
+    heuristic = next(a for a in softmax["arms"] if a["arm"] == d.WARM_HEURISTIC)
+    assert heuristic["limit_s"]["low"] == 601.0 and heuristic["limit_s"]["high"] == 602.0  # each run's own limit
+    assert next(a for a in softmax["arms"] if a["arm"] == d.HELION_QUICK)["limit_s"]["runs"] == 0
 
 
 def test_target_verdicts_follow_the_rows(heldout_db, heldout_report):

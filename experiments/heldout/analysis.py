@@ -72,6 +72,7 @@ class ArmSummary:
     final: Spread  # ms
     final_ratio: Spread  # our final / Helion quick's
     wall_ratio: Spread  # our wall / Helion quick's
+    limit: Spread  # ours: the search time each run was given
     provenance: Counter = field(default_factory=Counter)  # where each run's answer came from
 
     @property
@@ -136,6 +137,7 @@ def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms
         final=spread([r.final_ms for r in runs]), final_ratio=spread([_ratio(r.final_ms, helion_ms) for r in runs])
         if helion_ms else spread([]),
         wall_ratio=spread([_ratio(r.wall_s, helion_wall) for r in runs]) if helion_wall else spread([]),
+        limit=spread([r.limit_s for r in runs if r.limit_s is not None]),  # "-": none (Helion quick)
         provenance=Counter(r.best_origin for r in runs))
 
 

@@ -65,6 +65,7 @@ class Run:
     evaluations: int = 0
     searched: int = 0  # rows of the search itself (the final re-timing left out)
     helion_configs: int | None = None  # Helion quick: configs its search timed
+    limit_s: float | None = None  # ours: the search time it was given (`--seconds`, from the evaluator ready)
 
     @property
     def key(self) -> Key:
@@ -211,7 +212,8 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               wall_s=since(max((r.created for r in search if r.created is not None), default=None)),
               final_ms=None, best_origin="?", evaluations=session["evaluations"], searched=len(search),
               cache_from=tuple(tags.get("cache_from", ())), fresh_caches=tags.get("compile_caches") == d.FRESH_CACHES,
-              early_setups=bool(session["options"].get("early_setups")))
+              early_setups=bool(session["options"].get("early_setups")),
+              limit_s=session.get("seconds") if tags.get("arm") in d.OUR_ARMS else None)
     run.default_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default")
     for row in search:
         origin = origins.get(row.candidate.key)

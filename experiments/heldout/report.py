@@ -92,7 +92,9 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
            "",
-           "Every time is read back from the recorded sessions. **wall s** runs from the job's start (before the "
+           "Every time is read back from the recorded sessions. **search limit s** is the search time each of "
+           "our runs was given (`--seconds`, counted once its evaluator was ready): a run that had not come within "
+           "2% when its limit ran out counts as 'never', whatever it would have found later. **wall s** runs from the job's start (before the "
            "kernel is bound and the evaluator and its compile workers start: the set-up is counted) to the last "
            "config measured; for Helion quick, from the job's start to its autotune call's return. **s to 2%** is "
            f"the time from the job's start until the best so far came within {d.WITHIN:.0%} of the best time anyone "
@@ -158,13 +160,13 @@ def problem_section(summary: ProblemSummary) -> list[str]:
         lines.append(f"Our runs with every compile worker set up at the evaluator's start: {early} of {len(ours)}"
                      + ("." if early == len(ours) else " (the others set their compile workers up when the first "
                                                        "generation needed them, which held its first timing back)."))
-    lines += ["", "| arm | runs | wall s | set-up s | configs/s | s to 2% of best | configs to 2% of best "
+    lines += ["", "| arm | runs | search limit s | wall s | set-up s | configs/s | s to 2% of best | configs to 2% of best "
                   "| s to 2% of Helion quick | final µs | final / Helion | wall / Helion | best from | started from "
                   "| sessions |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm in summary.arms:
         sessions = ", ".join(str(r.session_id) for r in arm.runs)
-        lines.append(f"| {arm.name} | {len(arm.runs)} | {arm.wall.text()} | {arm.setup.text()} | {arm.rate.text()} | "
+        lines.append(f"| {arm.name} | {len(arm.runs)} | {arm.limit.text(digits=0)} | {arm.wall.text()} | {arm.setup.text()} | {arm.rate.text()} | "
                      f"{arm.to_best.text()} | {arm.configs_to_best.text(digits=0)} | {arm.to_helion.text()} | "
                      f"{arm.final.text(scale=1e3)} | "
                      f"{arm.final_ratio.text(digits=3)} | {arm.wall_ratio.text(digits=3)} | {_origins(arm)} | "
@@ -187,9 +189,10 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
                 "to_best_s": a.to_best.record(), "configs_to_best": a.configs_to_best.record(),
                 "configs_per_s": a.rate.record(), "to_helion_s": a.to_helion.record(), "final_ms": a.final.record(),
                 "final_ratio": a.final_ratio.record(), "wall_ratio": a.wall_ratio.record(),
+                "limit_s": a.limit.record(),
                 "provenance": dict(a.provenance),
                 "runs": [{"session": r.session_id, "seed": r.seed, "wall_s": finite(r.wall_s),
-                          "setup_s": finite(r.setup_s), "session_s": finite(r.session_s),
+                          "setup_s": finite(r.setup_s), "session_s": finite(r.session_s), "limit_s": r.limit_s,
                           "final_ms": finite(r.final_ms), "best_origin": r.best_origin,
                           "to_best_s": r.time_to(s.best_ms * (1 + d.WITHIN)) if s.best_ms else None,
                           "configs_to_best": r.configs_to(s.best_ms * (1 + d.WITHIN)) if s.best_ms else None,
