@@ -2,12 +2,12 @@
 the per-call counter reset, or the pieces themselves.
 
 `softmax-resident` reads and writes each byte once, yet its best configs stay short of the
-target of 0.90 of the copy's bandwidth at 2048x100000 and 512x262144 (experiments/reports/long_rows.md).
-Three things separate it from a copy: each call zeroes its row counters (one more launch),
-a row's pieces wait for each other before they store, and every piece loads, computes and
-stores its whole width in one go.  Without hardware counters, the stages are placed by timing
-the same kernel under conditions that leave one of them out, each against a copy of its own
-tensor in the same process (cold L2 before every call, CUDA events, median of many):
+target of 0.90 of the copy's bandwidth at 2048x100000 and 512x262144
+(experiments/reports/long_rows.md).  Three things separate it from a copy: each call zeroes its
+row counters (one more launch), a row's pieces wait for each other before they store, and every
+piece loads, computes and stores its whole width in one go.  The stages are placed by timing the
+same kernel under conditions that leave one of them out, each against a copy of its own tensor
+in the same process (cold L2 before every call, CUDA events, median of many):
 
 - `resident`: the kernel as tuned, at the long row;
 - `resident, counters zeroed beforehand`: the same launch, given counters zeroed outside the
@@ -21,7 +21,7 @@ The gap between `resident` and `pieces alone` is the exchange's cost; the gap be
 
     python -m experiments.long_row_stages                 # GPU machine: measures, then reports
     python -m experiments.long_row_stages --report-only   # anywhere, from the recorded JSON
-    ncu --clock-control none --kernel-name regex:resident_softmax --metrics NCU_METRICS... \
+    ncu --clock-control none --kernel-name regex:resident_softmax --metrics <NCU_METRICS, comma-joined> \
         python -m experiments.long_row_stages --once > experiments/reports/long_row_stages_ncu.txt
 
 `--report-only` adds the profiler's counters (NCU_METRICS) from that file when it is there: one
@@ -42,8 +42,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 REPORT_NAME = "long_row_stages"
-# The long rows whose target is missed, each at its best recorded softmax-resident config
-# (long_rows.md), and 4096x65536 (met by softmax-persistent) for comparison.
+# The long rows whose target is missed, each at the softmax-resident configs recorded fastest there
+# (long_rows.md; CHUNK 16384 at 512x262144 under an earlier version of the kernel's source), and
+# 4096x65536 (met by softmax-persistent) for comparison.
 CASES = (
     ("2048x100000", {"CHUNK": 8192, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}),
     ("2048x100000", {"CHUNK": 8192, "STREAM_LOADS": 0, "num_warps": 4, "num_stages": 1}),
@@ -53,8 +54,9 @@ CASES = (
 )
 VARIANTS = ("resident", "resident, counters zeroed beforehand", "pieces alone")
 NCU_METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
-               "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
-               "launch__registers_per_thread", "launch__occupancy_limit_registers")
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+               "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
+               "launch__occupancy_limit_registers")
 NCU_FILE = f"{REPORT_NAME}_ncu.txt"
 
 
@@ -185,7 +187,9 @@ def _ncu_lines(results: dict[str, Any]) -> list[str]:
     kernels = results.get("ncu") or []
     named = [(e, v) for e in results["cases"] for v in VARIANTS]
     if len(kernels) != len(named):
-        return [] if not kernels else [f"(the profiler log holds {len(kernels)} kernels, not {len(named)}: left out)", ""]
+        if not kernels:
+            return []
+        return [f"(the profiler log holds {len(kernels)} kernels, not {len(named)}: left out)", ""]
     lines = ["## Counters (Nsight Compute, one launch a variant, clocks as they were)", "",
              "| shape | config | variant | µs | DRAM read MB | DRAM write MB | DRAM throughput % of peak | "
              "warps active % | registers / thread | blocks / SM by registers |",
@@ -193,7 +197,8 @@ def _ncu_lines(results: dict[str, Any]) -> list[str]:
     for (e, variant), k in zip(named, kernels):
         config = ", ".join(f"{a} {b}" for a, b in e["config"].items() if a != "num_stages")
         lines.append(f"| {e['shape']} | {config} | {variant} | {k.get('gpu__time_duration.sum', float('nan')):.1f} | "
-                     f"{k.get('dram__bytes_read.sum', float('nan')):.1f} | {k.get('dram__bytes_write.sum', float('nan')):.1f} | "
+                     f"{k.get('dram__bytes_read.sum', float('nan')):.1f} | "
+                     f"{k.get('dram__bytes_write.sum', float('nan')):.1f} | "
                      f"{k.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):.1f} | "
                      f"{k.get('sm__warps_active.avg.pct_of_peak_sustained_active', float('nan')):.1f} | "
                      f"{k.get('launch__registers_per_thread', float('nan')):.0f} | "
@@ -242,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports")
     parser.add_argument("--report-only", action="store_true", help="regenerate the report from the JSON")
-    parser.add_argument("--once", action="store_true", help="launch each case's variants once, untimed (for a profiler)")
+    parser.add_argument("--once", action="store_true",
+                        help="launch each case's variants once, untimed (for a profiler)")
     args = parser.parse_args(argv)
     if args.once:
         measure(once=True)

@@ -94,9 +94,10 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "",
            "Every time is read back from the recorded sessions. **search limit s** is the search time each of "
            "our runs was given (`--seconds`, counted once its evaluator was ready): a run that had not come within "
-           "2% when its limit ran out counts as 'never', whatever it would have found later. **wall s** runs from the job's start (before the "
-           "kernel is bound and the evaluator and its compile workers start: the set-up is counted) to the last "
-           "config measured; for Helion quick, from the job's start to its autotune call's return. **s to 2%** is "
+           "2% when its limit ran out counts as 'never', whatever it would have found later. **wall s** runs from "
+           "the job's start (before the kernel is bound and the evaluator and its compile workers start: the "
+           "set-up is counted) to the last config measured; for Helion quick, from the job's start to its "
+           "autotune call's return. **s to 2%** is "
            f"the time from the job's start until the best so far came within {d.WITHIN:.0%} of the best time anyone "
            "found at the problem (the re-timed answers of every run) or of Helion quick's; Helion's own timeline is "
            "in its timer, scaled so its best equals our re-timing of its pick. **final µs** is the answer re-timed "
@@ -160,15 +161,15 @@ def problem_section(summary: ProblemSummary) -> list[str]:
         lines.append(f"Our runs with every compile worker set up at the evaluator's start: {early} of {len(ours)}"
                      + ("." if early == len(ours) else " (the others set their compile workers up when the first "
                                                        "generation needed them, which held its first timing back)."))
-    lines += ["", "| arm | runs | search limit s | wall s | set-up s | configs/s | s to 2% of best | configs to 2% of best "
-                  "| s to 2% of Helion quick | final µs | final / Helion | wall / Helion | best from | started from "
-                  "| sessions |",
+    lines += ["", "| arm | runs | search limit s | wall s | set-up s | configs/s | s to 2% of best "
+                  "| configs to 2% of best | s to 2% of Helion quick | final µs | final / Helion | wall / Helion "
+                  "| best from | started from | sessions |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm in summary.arms:
         sessions = ", ".join(str(r.session_id) for r in arm.runs)
-        lines.append(f"| {arm.name} | {len(arm.runs)} | {arm.limit.text(digits=0)} | {arm.wall.text()} | {arm.setup.text()} | {arm.rate.text()} | "
-                     f"{arm.to_best.text()} | {arm.configs_to_best.text(digits=0)} | {arm.to_helion.text()} | "
-                     f"{arm.final.text(scale=1e3)} | "
+        lines.append(f"| {arm.name} | {len(arm.runs)} | {arm.limit.text(digits=0)} | {arm.wall.text()} | "
+                     f"{arm.setup.text()} | {arm.rate.text()} | {arm.to_best.text()} | "
+                     f"{arm.configs_to_best.text(digits=0)} | {arm.to_helion.text()} | {arm.final.text(scale=1e3)} | "
                      f"{arm.final_ratio.text(digits=3)} | {arm.wall_ratio.text(digits=3)} | {_origins(arm)} | "
                      f"{_starts(arm)} | {sessions} |")
     return lines + [""]
