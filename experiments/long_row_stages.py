@@ -264,9 +264,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         import torch
         import triton
 
-        if not torch.cuda.is_available():
+        from autotune import device
+
+        if not device.gpu_available():
             parser.error("measuring needs a GPU; --report-only regenerates the report from the recorded JSON")
-        results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__.split("+")[0],
+        results = {"device": device.device_name(), "torch": torch.__version__.split("+")[0],
                    "triton": triton.__version__, "cases": measure()}
         args.out.mkdir(parents=True, exist_ok=True)
         data.write_text(json.dumps(results, indent=1) + "\n")

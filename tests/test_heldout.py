@@ -592,3 +592,20 @@ def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
     assert "Compile caches empty at the run's start: 2 of 2 runs." in text
     assert [r.early_setups for r in runs] == [True, False]  # as each session recorded it (seeds 1 and 2 here)
     assert "every compile worker set up at the evaluator's start: 1 of 2 (the others" in text
+
+
+def test_warm_up_binds_each_kernel_once_at_a_shape_no_job_tunes(monkeypatch):
+    import autotune.task
+
+    from experiments.heldout import runner
+
+    bound = []
+    monkeypatch.setattr(autotune.task, "bind_live", lambda spec, shape, dtype, device: bound.append(
+        (spec.name, shape, str(dtype), device)))
+    problems = [d.SOFTMAX[0], d.SOFTMAX[1], d.SOFTMAX[0], d.MATMUL[0]]
+    assert runner._bind_once_each(problems, "cpu") == 2  # one softmax, one matmul kernel
+    assert [b[0] for b in bound] == ["softmax", d.MATMUL[0].kernel]
+    tuned = {p.dims for p in d.PROBLEMS}
+    for name, shape, dtype, device in bound:
+        assert shape not in tuned and device == "cpu"
+    assert bound[0][1] == tuple(n // 2 for n in d.SOFTMAX[0].dims) and bound[0][2] == "torch.float16"

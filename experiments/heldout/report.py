@@ -107,11 +107,13 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            f"anew (nothing reused), timing each config for about {d.TIMING_MS:g} ms of kernel time; a strategy "
            "labelled '@250ms' is a run recorded under another timing target (`--timing-ms`), and one labelled "
            "'(earlier version)' a run of the strategy's source before its last change (sessions record the hash of "
-           "their strategy's module): both are kept and judged apart. The warm-cache arm's seeds are the best recorded configs of the nearest other "
-           "shape in the shipped data without this study's own sessions. The runner process imports torch, Triton "
-           "and Helion and starts the workers' fork server before its first job; no job counts that (Helion "
+           "their strategy's module): both are kept and judged apart. The warm-cache arm's seeds are the best "
+           "recorded configs of the nearest other shape in the shipped data without this study's own sessions. "
+           "The runner process imports torch, Triton and Helion, starts the workers' fork server and binds each "
+           "kernel its jobs tune (at a shape no job tunes) before its first job; no job counts that (Helion "
            "quick's included). A runner that did not yet start the fork server early left it to its first job, "
-           "whose set-up is then several times the others'.", "",
+           "whose set-up is then several times the others'; one that did not yet bind each kernel first left the "
+           "kernel's first binding to its first job (about a second more: `set_up.bind_s` in that session).", "",
            "## Targets", ""]
     present = [v for v in judged if not v.of_runs_kept_apart]
     apart = [v for v in judged if v.of_runs_kept_apart]

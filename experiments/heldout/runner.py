@@ -269,23 +269,48 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
         import torch  # noqa: F401
 
         import autotune.tuning  # noqa: F401
-        if any(isinstance(job, ArmJob) for job in jobs):
-            warm_up(console)
+        arm_jobs = [job for job in jobs if isinstance(job, ArmJob)]
+        if arm_jobs:
+            warm_up(console, [job.problem for job in arm_jobs])
         execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
 
 
-def warm_up(console: Any) -> None:
-    """Start the workers' fork server and fork one worker from it before the first job.  Like
-    the imports, a cost of the runner process once, not of whichever job happens to run first
-    (later jobs of a process find the server warm, as later sessions of a user's process do)."""
+def warm_up(console: Any, problems: Sequence[Problem] = (), device: str = "cuda") -> None:
+    """Start the workers' fork server and fork one worker from it, and bind each kernel the jobs
+    tune once, before the first job.  Like the imports, costs of the runner process once, not of
+    whichever job happens to run first (later jobs of a process find the server warm and the
+    kernel's binding machinery loaded, as later sessions of a user's process do; a first job's
+    binding took several times a later one's, and at the shortest allowances that decided the
+    verdict).  The kernels are bound at `warm_up_shape`, which no job tunes, so no job finds its
+    own binding made."""
     from autotune.evaluators.gpu_process import worker_context
 
     started = time.time()
     worker = worker_context().Process(target=time.sleep, args=(0,))
     worker.start()
     worker.join()
-    console.print(f"workers' fork server ready in {time.time() - started:.1f} s, before the first job "
-                  "(no job counts it)")
+    bound = _bind_once_each(problems, device)
+    console.print(f"workers' fork server ready and {bound} kernel(s) bound in {time.time() - started:.1f} s, "
+                  "before the first job (no job counts it)")
+
+
+def warm_up_shape(problem: Problem) -> tuple[int, ...]:
+    """A shape of the problem's kernel that no job tunes: each dimension halved (at least 16)."""
+    return tuple(max(16, size // 2) for size in problem.dims)
+
+
+def _bind_once_each(problems: Sequence[Problem], device: str) -> int:
+    import torch
+
+    from autotune.kernels import get_kernel
+    from autotune.task import bind_live
+
+    kernels = {}
+    for problem in problems:
+        kernels.setdefault((problem.kernel, problem.dtype), problem)
+    for problem in kernels.values():
+        bind_live(get_kernel(problem.kernel), warm_up_shape(problem), getattr(torch, problem.dtype), device)
+    return len(kernels)
 
 
 def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
