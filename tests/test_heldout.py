@@ -609,3 +609,4 @@ def test_warm_up_binds_each_kernel_once_at_a_shape_no_job_tunes(monkeypatch):
     for name, shape, dtype, device in bound:
         assert shape not in tuned and device == "cpu"
     assert bound[0][1] == tuple(n // 2 for n in d.SOFTMAX[0].dims) and bound[0][2] == "torch.float16"
+    assert not {runner.warm_up_shape(p) for p in d.PROBLEMS} & tuned  # for every declared problem
