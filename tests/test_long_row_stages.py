@@ -57,6 +57,7 @@ def test_report_places_the_loss_between_exchange_and_pieces():
     # medians over the cases: exchange (0.09, 0.03) -> 0.060; pieces alone short by (0.05, 0.09) -> 0.070
     assert "costs 0.060 of the copy's bandwidth" in text
     assert "stay 0.070 short of the copy" in text
+    assert "share by +0.005 (range +0.000 to +0.010)" in text  # zeroing: (0.01, 0.00)
 
 
 _NCU_LOG = """==PROF== Profiling "resident_softmax": 0%....50%....100% - 1 pass
