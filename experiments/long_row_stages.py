@@ -52,11 +52,13 @@ CASES = (
     ("512x262144", {"CHUNK": 16384, "STREAM_LOADS": 0, "num_warps": 4, "num_stages": 1}),
     ("4096x65536", {"CHUNK": 8192, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}),
 )
-VARIANTS = ("resident", "resident, counters zeroed beforehand", "pieces alone")
+RING_VARIANT = "resident, counters zeroed beforehand"
+VARIANTS = ("resident", RING_VARIANT, "pieces alone")
 NCU_METRICS = ("gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
                "dram__throughput.avg.pct_of_peak_sustained_elapsed",
                "sm__warps_active.avg.pct_of_peak_sustained_active", "launch__registers_per_thread",
                "launch__occupancy_limit_registers")
+NCU_DIGITS = (1, 1, 1, 1, 1, 0, 0)  # decimals shown for each of NCU_METRICS, in the report's columns
 NCU_FILE = f"{REPORT_NAME}_ncu.txt"
 
 
@@ -118,11 +120,11 @@ def _setup(shape: str, native: dict[str, Any], ring_size: int) -> tuple[dict[str
         ("long", torch.randn((rows, n_cols), device="cuda", dtype=torch.float16)),
         ("alone", torch.randn(alone, device="cuda", dtype=torch.float16)))}
     ring = [torch.zeros(1 + rows, dtype=torch.int32, device="cuda") for _ in range(ring_size)]
-    calls = {"resident": (launcher(native, *tensors["long"]), "long", ring),
-             "resident, counters zeroed beforehand": (launcher(native, *tensors["long"], counters=ring), "long", ring),
-             "pieces alone": (launcher(native, *tensors["alone"]), "alone", ring)}
+    calls = {"resident": (launcher(native, *tensors["long"]), "long"),
+             RING_VARIANT: (launcher(native, *tensors["long"], counters=ring), "long"),
+             "pieces alone": (launcher(native, *tensors["alone"]), "alone")}
     entry = {"shape": shape, "config": native, "pieces_alone_shape": "x".join(map(str, alone))}
-    return entry, {"tensors": tensors, "calls": calls}
+    return entry, {"tensors": tensors, "calls": calls, "ring": ring}
 
 
 def _checked(call: Callable[[], Any], x: Any, out: Any, what: str) -> float:
@@ -150,12 +152,13 @@ def measure(cases: Sequence[tuple[str, dict[str, Any]]] = CASES, once: bool = Fa
     for shape, native in cases:
         # time_gpu makes at most warmup + estimate + max_reps calls: one ring entry each
         entry, made = _setup(shape, native, options.warmup + options.estimate_reps + options.max_reps + 1)
-        for variant, (call, which, ring) in made["calls"].items():
+        for variant, (call, which) in made["calls"].items():
             error = _checked(call, *made["tensors"][which], f"{variant} at {shape}")
             if once:
                 continue
-            for counters in ring:
-                counters.zero_()
+            if variant == RING_VARIANT:  # its check took a counter: every one is fresh for the timing
+                for counters in made["ring"]:
+                    counters.zero_()
             timing = time_gpu(call, options)
             entry[variant] = {"ms": timing.median_ms, "method": timing.method, "samples": len(timing.samples_ms),
                               "rel_error": error}
@@ -163,7 +166,7 @@ def measure(cases: Sequence[tuple[str, dict[str, Any]]] = CASES, once: bool = Fa
             continue
         for which, (x, out) in made["tensors"].items():
             entry[f"copy_{which}_ms"] = time_gpu(lambda x=x, out=out: out.copy_(x), options).median_ms
-        for variant, (_, which, _) in made["calls"].items():
+        for variant, (_, which) in made["calls"].items():
             entry[variant]["of_copy"] = entry[f"copy_{which}_ms"] / entry[variant]["ms"]
         results.append(entry)
         print(f"{shape} {native}: " + ", ".join(f"{v} {entry[v]['of_copy']:.3f} of copy" for v in VARIANTS),
@@ -196,13 +199,8 @@ def _ncu_lines(results: dict[str, Any]) -> list[str]:
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for (e, variant), k in zip(named, kernels):
         config = ", ".join(f"{a} {b}" for a, b in e["config"].items() if a != "num_stages")
-        lines.append(f"| {e['shape']} | {config} | {variant} | {k.get('gpu__time_duration.sum', float('nan')):.1f} | "
-                     f"{k.get('dram__bytes_read.sum', float('nan')):.1f} | "
-                     f"{k.get('dram__bytes_write.sum', float('nan')):.1f} | "
-                     f"{k.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):.1f} | "
-                     f"{k.get('sm__warps_active.avg.pct_of_peak_sustained_active', float('nan')):.1f} | "
-                     f"{k.get('launch__registers_per_thread', float('nan')):.0f} | "
-                     f"{k.get('launch__occupancy_limit_registers', float('nan')):.0f} |")
+        cells = [f"{k.get(metric, float('nan')):.{digits}f}" for metric, digits in zip(NCU_METRICS, NCU_DIGITS)]
+        lines.append(f"| {e['shape']} | {config} | {variant} | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -232,8 +230,7 @@ def render(results: dict[str, Any]) -> str:
             f"{zeroed['of_copy'] - resident['of_copy']:+.3f} |")
     gaps = [e["pieces alone"]["of_copy"] - e["resident"]["of_copy"] for e in results["cases"]]
     own = [1 - e["pieces alone"]["of_copy"] for e in results["cases"]]
-    zeroing = [e["resident, counters zeroed beforehand"]["of_copy"] - e["resident"]["of_copy"]
-               for e in results["cases"]]
+    zeroing = [e[RING_VARIANT]["of_copy"] - e["resident"]["of_copy"] for e in results["cases"]]
     lines += [
         "",
         f"- The exchange (a row's pieces waiting for each other) costs {statistics.median(gaps):.3f} of the copy's "
