@@ -88,11 +88,12 @@ def test_the_declared_shapes_are_none_the_rules_name_or_the_seed_study_measured(
     assert {"4096x32000", "1024x50257", "131072x512x512"} <= named  # the parser finds the fitted shapes
     # Only the shapes a rule was declared revised after may be named (and they are).
     assert {p.shape for p in d.PROBLEMS} & named == set(d.SEEN_BY_REVISIONS)
-    assert not (set(d.REVISED_SHAPES) | set(d.ENDS_SHAPES)) & set(d.SEEN_BY_REVISIONS)
+    judging = set(d.REVISED_SHAPES) | set(d.ENDS_SHAPES) | {p.shape for p in d.MATMUL_REVISED}
+    assert not judging & set(d.SEEN_BY_REVISIONS)
     from experiments.seed_study.definition import CELLS
 
     assert not {p.shape for p in d.MATMUL} & {c.shape for c in CELLS}
-    assert len(d.SOFTMAX) >= 6 and len(d.MATMUL) == 4
+    assert len(d.SOFTMAX) >= 6 and len(d.MATMUL_FIRST) == len(d.MATMUL_REVISED) == 4
 
 
 # -- the fixture: runs recorded through the session loop, tagged as the runner tags them --------------
@@ -156,7 +157,8 @@ def heldout_db(tmp_path_factory) -> Path:
             _record(cache, task, arm=d.COLD, strategy="pattern", seed=seed, setup_s=1.0, costs=costs)
         for seed in (1, 2):
             _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0, seeds=heuristic,
-                    seed_from="default,heuristic", costs=costs, seconds=600.0 + seed)  # the budget ends them first
+                    seed_from="default,heuristic", costs=costs, seconds=600.0 + seed,  # the budget ends them first
+                    extra={"seeds": d.seeds_version(problem, d.WARM_HEURISTIC)})
         if problem is SOFTMAX:  # set-up of 30 s: within Helion's fifth (20 s) it is not, nor its tenth
             for seed in (1, 2):
                 _record(cache, task, arm=d.WARM_CACHE, strategy="evolution", seed=seed, setup_s=30.0, seeds=cached,
@@ -534,7 +536,7 @@ def test_a_warm_run_seeded_by_an_earlier_seed_source_is_kept_apart_and_run_again
     for problem in (long_row, short_row):
         task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
         for arm in d.WARM_ARMS:
-            runs = ((1, {}, None), (2, {"seeds": d.SEEDS_VERSION[arm]}, None), (1, {}, "0" * 24))
+            runs = ((1, {}, None), (2, {"seeds": d.seeds_version(problem, arm)}, None), (1, {}, "0" * 24))
             for seed, extra, source in runs:
                 _record(cache, task, arm=arm, strategy="pattern", seed=seed, setup_s=1.0, seed_from=d.SEED_FROM[arm],
                         costs=lambda p: 1.0 + hashed_cost(p), extra=extra, source=source)
@@ -610,3 +612,22 @@ def test_warm_up_binds_each_kernel_once_at_a_shape_no_job_tunes(monkeypatch):
         assert shape not in tuned and device == "cpu"
     assert bound[0][1] == tuple(n // 2 for n in d.SOFTMAX[0].dims) and bound[0][2] == "torch.float16"
     assert not {runner.warm_up_shape(p) for p in d.PROBLEMS} & tuned  # for every declared problem
+
+
+def test_matmul_runs_seeded_before_the_resident_rules_revision_are_kept_apart(tmp_path):
+    """At the matmul cells the warm-heuristic arm's seeds changed with the resident rule's revision
+    (`definition.MATMUL_SEEDS_VERSION`): a run tagged with the softmax arm's version is earlier,
+    one tagged with the matmul version is current, and the seed target is judged on the current
+    runs alone, the earlier ones reported apart."""
+    problem = d.Problem("matmul-rmsnorm", "256x64x128", "bfloat16")
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.bfloat16, "cpu")
+    for seed, version in ((1, d.SEEDS_VERSION[d.WARM_HEURISTIC]), (2, d.seeds_version(problem, d.WARM_HEURISTIC))):
+        _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0,
+                seed_from=d.SEED_FROM[d.WARM_HEURISTIC], costs=lambda p: 1.0 + hashed_cost(p),
+                extra={"seeds": version})
+    cache.close()
+    assert d.seeds_version(problem, d.WARM_HEURISTIC) != d.SEEDS_VERSION[d.WARM_HEURISTIC]
+    assert recorded_keys(db, None) == {run_key(problem, d.WARM_HEURISTIC, "pattern" + EARLIER_SEEDS, 1),
+                                       run_key(problem, d.WARM_HEURISTIC, "pattern", 2)}

@@ -314,3 +314,53 @@ def test_real_bindings_at_the_edges(n, declines):
         assert task.space.violations(seed.params) == [] and seed.params["block_sizes[1]"] == 32
         assert seed.params["num_warps"] == 8  # 256 rows: 16 programs for 132 SMs
         assert outcome.fired == (me.NAME,)
+
+
+def with_descriptors(space):
+    """The space as a GPU that has tensor descriptors offers it (the CPU space offers pointers
+    only): every indexing slot may also be a descriptor."""
+    from search_spaces.space import SearchSpace
+
+    data = space.to_dict()
+    for parameter in data["parameters"]:
+        if parameter["name"].startswith("indexing["):
+            parameter["choices"] = ["pointer", me.TMA]
+    return SearchSpace.from_dict(data)
+
+
+def rule_in(bound, space, n: int):
+    task, facts, _ = bound
+    matmul = dataclasses.replace(facts.epilogue.matmul, n=n, m=ROWS)
+    epilogue = dataclasses.replace(facts.epilogue, matmul=matmul,
+                                   reduction=dataclasses.replace(facts.epilogue.reduction, extent=n))
+    return me.emit(dataclasses.replace(facts, epilogue=epilogue), space, H100)
+
+
+@pytest.mark.parametrize("n", [512, 1024, 1536, 2048, 3072, 4096])
+def test_descriptors_at_the_smallest_m_tile_only_past_half_the_register_file(bound, n):
+    """Where descriptors are offered, 16-bit operands on tensor cores whose accumulator at the
+    register-file-capped M tile would take over half the file get M 16 and every indexing slot a
+    descriptor, with the K band and stages that fit at M 16; elsewhere the seed is the one the
+    space without descriptors gets.  Tensor-core products take the persistent program order."""
+    task = bound[0]
+    space = with_descriptors(task.space)
+    found, without = rule_in(bound, space, n), rule_in(bound, task.space, n)
+    if isinstance(without, Declined):  # past the feasible range descriptors change nothing
+        assert isinstance(found, Declined)
+        return
+    (seed,), (plain,) = found, without
+    m = expected_m_block(bound, n)
+    n_pad = 2 ** math.ceil(math.log2(n))
+    indexing = {k: v for k, v in seed.params.items() if k.startswith("indexing[")}
+    assert indexing
+    if itemsize_of(bound) == 2 and m * n_pad * 4 > me.REGISTER_FILE_BYTES // 2:
+        warps = expected_warps(SMALLEST_M, n)
+        assert seed.params["block_sizes[0]"] == SMALLEST_M and set(indexing.values()) == {me.TMA}
+        assert (seed.params["block_sizes[1]"], seed.params["num_stages"]) == expected_band(bound, n, SMALLEST_M, warps)
+        assert "tensor_descriptor" in seed.reason
+    else:
+        assert set(indexing.values()) == {"pointer"}
+        assert {k: v for k, v in seed.params.items() if k != "pid_type"} == {
+            k: v for k, v in plain.params.items() if k != "pid_type"}
+    assert seed.params["pid_type"] == ("flat" if cuda_cores(bound) else me.PROGRAM_ORDER)
+    assert space.violations(seed.params) == []

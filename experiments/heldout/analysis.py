@@ -89,10 +89,17 @@ class ProblemSummary:
     arms: list[ArmSummary]
     seed_ms: float | None = None  # the heuristic seed's time (median over the runs that had it)
     seed_kind: str = ""  # "rule seed" or "heuristic seeds" (the rules declined to be told apart)
+    seed_runs: int = 0  # warm-heuristic runs of the present seed source
+    earlier_seed_ms: float | None = None  # the same, over runs that took an earlier seed source's seeds
+    earlier_seed_kind: str = ""
 
     @property
     def seed_ratio(self) -> float | None:
         return _ratio(self.seed_ms, self.best_ms)
+
+    @property
+    def earlier_seed_ratio(self) -> float | None:
+        return _ratio(self.earlier_seed_ms, self.best_ms)
 
     def arm(self, arm: str, strategy: str) -> ArmSummary | None:
         return next((a for a in self.arms if (a.arm, a.strategy) == (arm, strategy)), None)
@@ -142,13 +149,21 @@ def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms
 
 
 def _seed_figures(summary: ProblemSummary, runs: list[Run]) -> None:
-    """The heuristic seed's time: the rules' own seed where the runs tell it apart, else the
-    fastest config the heuristic source gave (with Helion's compiler seeds)."""
+    """The heuristic seed's time, apart for runs of the present seed source and of an earlier one:
+    the rules' own seed where the runs tell it apart, else the fastest config the heuristic
+    source gave (with Helion's compiler seeds)."""
+    present = [r for r in runs if EARLIER_SEEDS not in r.strategy]
+    earlier = [r for r in runs if EARLIER_SEEDS in r.strategy]
+    summary.seed_ms, summary.seed_kind = _seed_figure(present)
+    summary.seed_runs = len(present)
+    summary.earlier_seed_ms, summary.earlier_seed_kind = _seed_figure(earlier)
+
+
+def _seed_figure(runs: list[Run]) -> tuple[float | None, str]:
     rule = [r.rule_ms for r in runs if r.rule_ms is not None]
     given = [r.heuristic_ms for r in runs if r.heuristic_ms is not None]
     values, kind = (rule, "rule seed") if rule else (given, "heuristic seeds")
-    if values:
-        summary.seed_ms, summary.seed_kind = statistics.median(values), kind
+    return (statistics.median(values), kind) if values else (None, "")
 
 
 # -- targets --------------------------------------------------------------------------------------
@@ -220,18 +235,31 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
         result += [_time_target(summaries, arm, s, d.WARM_WALL_SHARE, revised,
                                 where="each shape declared after the warm seeds' revision",
                                 subject=REVISED_SUBJECT) for s in strategies]
+    result.append(_seed_target(summaries, d.MATMUL, "matmul cells"))
+    # Where the resident rule's revision is judged: the cells declared after it.
+    result.append(_seed_target(summaries, d.MATMUL_REVISED, "matmul cells declared after the rule's revision"))
+    if any(s.earlier_seed_ms is not None for s in summaries):
+        result.append(_seed_target(summaries, d.MATMUL, "matmul cells" + EARLIER_SEEDS, earlier=True))
+    return result
+
+
+def _seed_target(summaries: list[ProblemSummary], cells: Sequence[Problem], subject: str,
+                 earlier: bool = False) -> Verdict:
+    """The heuristic seed within SEED_NEAR of the best found at each cell (with `earlier`: the
+    seeds of runs that took an earlier seed source's seeds, at the cells that have them)."""
     details, failed, missing = [], False, []
-    for problem in d.MATMUL:
+    for problem in cells:
         summary = next((s for s in summaries if s.problem == problem), None)
-        if summary is None or summary.best_ms is None:
-            missing.append(problem.label)
+        seed_ms = None if summary is None else summary.earlier_seed_ms if earlier else summary.seed_ms
+        if summary is None or summary.best_ms is None or (seed_ms is None if earlier else not summary.seed_runs):
+            if not earlier:
+                missing.append(problem.label)
             continue
-        ratio = summary.seed_ratio
+        ratio = _ratio(seed_ms, summary.best_ms)
+        kind = summary.earlier_seed_kind if earlier else summary.seed_kind
         ok = ratio is not None and ratio <= 1 + d.SEED_NEAR
         failed |= not ok
-        shown = "no heuristic seed ran" if ratio is None else f"{summary.seed_kind} {ratio:.3f}x the best found"
+        shown = "no heuristic seed ran" if ratio is None else f"{kind} {ratio:.3f}x the best found"
         details.append(f"{problem.label}: {shown}: {'met' if ok else 'not met'}")
     status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
-    result.append(Verdict(f"heuristic seed within {d.SEED_NEAR:.0%} of the best found", "matmul cells",
-                          status, details))
-    return result
+    return Verdict(f"heuristic seed within {d.SEED_NEAR:.0%} of the best found", subject, status, details)

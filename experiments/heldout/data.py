@@ -139,8 +139,9 @@ def strategy_label(session: dict[str, Any]) -> str:
         strategy = f"{strategy}@{timing:g}ms"
     if session["options"].get("strategy_source") != _current_source(tags.get("strategy", "?")):
         strategy += EARLIER
-    if arm in d.SEEDS_VERSION and tags.get("seeds") != d.SEEDS_VERSION[arm] and d.seeds_changed_at(
-            _problem(session), arm):
+    problem = _problem(session)
+    version = d.seeds_version(problem, arm)
+    if version is not None and tags.get("seeds") != version and d.seeds_changed_at(problem, arm):
         strategy += EARLIER_SEEDS
     return strategy
 

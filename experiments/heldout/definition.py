@@ -57,19 +57,32 @@ ENDS_SHAPES = ("2560x40000", "10240x20480")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
-# for the warm arms).
-SEEN_BY_REVISIONS = ("4096x65536", "2048x100000")
+# for the warm arms): two long rows (the row rule) and three first matmul cells (the resident rule).
+SEEN_BY_REVISIONS = ("4096x65536", "2048x100000", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048")
 SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
 # fitted: N of 1536 and 3072 and a K of 768 are widths no cell had.
-MATMUL = (
+MATMUL_FIRST = (
     Problem("matmul-rmsnorm", "32768x1024x1536", "bfloat16"),
     Problem("matmul-layernorm", "65536x2048x1024", "bfloat16"),
     Problem("matmul-softmax", "16384x768x3072", "bfloat16"),
     Problem("matmul-l2norm", "16384x1024x2048", "bfloat16"),
 )
+# Declared after the runs at the four cells above had led to a revision of the resident rule
+# (heuristics/matmul_epilogue.py: TMA_ACC_SHARE, PROGRAM_ORDER), before anything was measured on
+# them: those four are fitted for it, these judge it.  Three have a padded N of 2048, where the
+# revision changes the M tile and the indexing (one a new epilogue, logsumexp, one an odd N), and
+# one a padded N of 1024, where only the program order changes.  No cell pads N to 4096: Helion
+# quick at the one such cell above did not finish inside the time one run may take.
+MATMUL_REVISED = (
+    Problem("matmul-rmsnorm", "16384x2048x2048", "bfloat16"),
+    Problem("matmul-logsumexp", "32768x768x2048", "bfloat16"),
+    Problem("matmul-layernorm", "32768x1536x768", "bfloat16"),
+    Problem("matmul-l2norm", "65536x512x1280", "bfloat16"),
+)
+MATMUL = MATMUL_FIRST + MATMUL_REVISED
 PROBLEMS = SOFTMAX + MATMUL
 
 # The arms.  Helion's own autotuner (effort quick) runs natively; ours run through the same
@@ -93,6 +106,10 @@ WARM_ARMS = (WARM_HEURISTIC, WARM_CACHE)
 # - warm-cache: configs carried to a wider row keep the chunk they were measured with
 #   (heuristics/transfer.py).
 SEEDS_VERSION = {WARM_HEURISTIC: "two-pass at 32 and 16 a thread", WARM_CACHE: "carried"}
+# At the matmul cells the warm-heuristic arm's seeds changed again with the resident rule's
+# revision (MATMUL_REVISED): runs at the four first cells before it took earlier seeds.
+MATMUL_SEEDS_VERSION = {WARM_HEURISTIC: "resident rule: descriptors at M 16 past half the register file, "
+                                        "persistent order"}
 SEED_FROM = {COLD: "default", WARM_HEURISTIC: "default,heuristic", WARM_CACHE: "default,cache"}
 NATIVE = "native"  # the strategy recorded for Helion's own search
 
@@ -121,9 +138,19 @@ WARM_WALL_SHARE = 1 / 10  # warm: the same in at most this share
 SEED_NEAR = 0.05  # matmul: the heuristic seed within 5% of the best found
 
 
+def seeds_version(problem: Problem, arm: str) -> str | None:
+    """The version of the arm's seed source at this problem (recorded with each run), or None
+    for an arm without seeds."""
+    if problem.family == "matmul" and arm in MATMUL_SEEDS_VERSION:
+        return MATMUL_SEEDS_VERSION[arm]
+    return SEEDS_VERSION.get(arm)
+
+
 def seeds_changed_at(problem: Problem, arm: str) -> bool:
     """Whether the arm's present seeds differ, at this problem, from those of a run recorded
-    before SEEDS_VERSION[arm] (see there)."""
+    under an earlier version of its seed source (SEEDS_VERSION, MATMUL_SEEDS_VERSION)."""
+    if problem.family == "matmul" and arm in MATMUL_SEEDS_VERSION:
+        return True
     if arm == WARM_HEURISTIC:
         from heuristics.row_reduction import LONG_ROW
 

@@ -145,6 +145,9 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     if summary.seed_ms is not None:
         lines.append(f"Heuristic seed ({summary.seed_kind}): {_ms(summary.seed_ms)} µs, "
                      f"{summary.seed_ratio:.3f}x the best found.")
+    if summary.earlier_seed_ms is not None:
+        lines.append(f"Heuristic seed of the earlier seed source ({summary.earlier_seed_kind}): "
+                     f"{_ms(summary.earlier_seed_ms)} µs, {summary.earlier_seed_ratio:.3f}x the best found.")
     sources = sorted({s for a in summary.arms for r in a.runs for s in r.cache_from})
     if sources:
         lines.append(f"Cache seeds from: {', '.join(sources)}.")
@@ -186,7 +189,8 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
         "problems": [{
             "kernel": s.problem.kernel, "shape": s.problem.shape, "dtype": s.problem.dtype, "best_ms": s.best_ms,
             "helion_ms": s.helion_ms, "helion_wall_s": s.helion_wall_s, "seed_ms": s.seed_ms,
-            "seed_kind": s.seed_kind, "seed_ratio": s.seed_ratio,
+            "seed_kind": s.seed_kind, "seed_ratio": s.seed_ratio, "earlier_seed_ms": s.earlier_seed_ms,
+            "earlier_seed_ratio": s.earlier_seed_ratio,
             "arms": [{
                 "arm": a.arm, "strategy": a.strategy, "wall_s": a.wall.record(), "setup_s": a.setup.record(),
                 "to_best_s": a.to_best.record(), "configs_to_best": a.configs_to_best.record(),

@@ -74,8 +74,9 @@ class ArmJob:
                 "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES}
         if self.cache_from:
             tags["cache_from"] = list(self.cache_from)
-        if self.arm in d.SEEDS_VERSION:
-            tags["seeds"] = d.SEEDS_VERSION[self.arm]
+        version = d.seeds_version(self.problem, self.arm)
+        if version is not None:
+            tags["seeds"] = version
         request = tune_request(db_path, self.problem, strategy=self.strategy, budget=self.budget,
                                seconds=self.seconds, seed=self.seed, seed_from=d.SEED_FROM[self.arm],
                                shipped=self.shipped, tags=tags)
