@@ -32,6 +32,7 @@ from autotune.strategies import get_strategy, strategy_names, strategy_source
 from autotune.task import bind_live
 from autotune.types import Result, Status
 from conftest import REPO, hashed_cost
+from experiments.heldout import analysis
 from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
@@ -586,7 +587,6 @@ def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
     assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/shared" and "TORCHINDUCTOR_CACHE_DIR" not in os.environ
     runs = load_runs(db, None)
     assert [r.fresh_caches for r in runs] == [True, True]
-    from experiments.heldout import analysis
     from experiments.heldout import report as heldout_report_module
 
     (summary,) = analysis.summarise(runs, problems=(problem,))
@@ -623,11 +623,19 @@ def test_matmul_runs_seeded_before_the_resident_rules_revision_are_kept_apart(tm
     db = tmp_path / "h.db"
     cache = Cache.open(db, create=True)
     task = bind_live(get_kernel(problem.kernel), problem.dims, torch.bfloat16, "cpu")
+    heuristic = collect_seeds(task, None, ["heuristic"])
     for seed, version in ((1, d.SEEDS_VERSION[d.WARM_HEURISTIC]), (2, d.seeds_version(problem, d.WARM_HEURISTIC))):
-        _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0,
+        _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0, seeds=heuristic,
                 seed_from=d.SEED_FROM[d.WARM_HEURISTIC], costs=lambda p: 1.0 + hashed_cost(p),
                 extra={"seeds": version})
     cache.close()
     assert d.seeds_version(problem, d.WARM_HEURISTIC) != d.SEEDS_VERSION[d.WARM_HEURISTIC]
     assert recorded_keys(db, None) == {run_key(problem, d.WARM_HEURISTIC, "pattern" + EARLIER_SEEDS, 1),
                                        run_key(problem, d.WARM_HEURISTIC, "pattern", 2)}
+    runs = {run.seed: run for run in load_runs(db, None)}
+    (summary,) = analysis.summarise(runs.values(), problems=(problem,))
+    assert summary.seed_runs == 1 and summary.seed_ms == runs[2].rule_ms is not None
+    assert summary.earlier_seed_ms == runs[1].rule_ms is not None
+    verdict = analysis._seed_target([summary], (problem,), "cells")
+    assert verdict.details == [f"{problem.label}: rule seed {runs[2].rule_ms / summary.best_ms:.3f}x the best found: "
+                               + ("met" if runs[2].rule_ms <= summary.best_ms * (1 + d.SEED_NEAR) else "not met")]

@@ -87,7 +87,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "The cold pattern search stalled at 3072x49152 short of a whole-row config behind slower looped "
            "ones; `pattern-ends` (the same walk, looking at each ordered parameter's far ends before a path "
            "stops) was written after that, so those eleven shapes are fitted for it, and "
-           f"{' and '.join(d.ENDS_SHAPES)}, declared after it before anything was measured on them, judge it."
+           f"{' and '.join(d.ENDS_SHAPES)}, declared after it before anything was measured on them, judge it. "
+           f"The resident matmul rule was revised after the runs at the first {len(d.MATMUL_FIRST)} matmul cells "
+           "(past half the register file, M 16 with tensor-descriptor loads; the persistent program order): "
+           "those cells are fitted for it, its earlier seeds' runs there are labelled '(earlier seeds)', and "
+           f"{', '.join(p.label for p in d.MATMUL_REVISED)}, declared after it before anything was measured on "
+           "them, judge it."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
