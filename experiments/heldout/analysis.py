@@ -90,6 +90,8 @@ class ProblemSummary:
     seed_ms: float | None = None  # the heuristic seed's time (median over the runs that had it)
     seed_kind: str = ""  # "rule seed" or "heuristic seeds" (the rules declined to be told apart)
     seed_runs: int = 0  # warm-heuristic runs of the present seed source
+    rule_params: dict[str, Any] | None = None  # the present rule seed's point (of the run that had it)
+    best_params: dict[str, Any] | None = None  # the point of the best answer anyone found
     earlier_seed_ms: float | None = None  # the same, over runs that took an earlier seed source's seeds
     earlier_seed_kind: str = ""
 
@@ -100,6 +102,14 @@ class ProblemSummary:
     @property
     def earlier_seed_ratio(self) -> float | None:
         return _ratio(self.earlier_seed_ms, self.best_ms)
+
+    def rule_differences(self) -> list[tuple[str, Any, Any]]:
+        """(parameter, the rule seed's value, the best answer's value) wherever they differ: what a
+        revision of the rule would have had to choose otherwise here."""
+        if not self.rule_params or not self.best_params:
+            return []
+        return [(name, self.rule_params.get(name), value) for name, value in self.best_params.items()
+                if self.rule_params.get(name) != value]
 
     def arm(self, arm: str, strategy: str) -> ArmSummary | None:
         return next((a for a in self.arms if (a.arm, a.strategy) == (arm, strategy)), None)
@@ -128,6 +138,8 @@ def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> 
                 for (arm, strategy), members in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99),
                                                                                       kv[0][1]))]
         summary = ProblemSummary(problem, best, helion_ms, helion_wall, arms)
+        best_run = min((r for r in here if r.final_ms is not None), key=lambda r: r.final_ms, default=None)
+        summary.best_params = best_run.final_params if best_run is not None else None
         _seed_figures(summary, [r for r in here if r.arm == d.WARM_HEURISTIC])
         summaries.append(summary)
     return summaries
@@ -155,6 +167,7 @@ def _seed_figures(summary: ProblemSummary, runs: list[Run]) -> None:
     present = [r for r in runs if EARLIER_SEEDS not in r.strategy]
     earlier = [r for r in runs if EARLIER_SEEDS in r.strategy]
     summary.seed_ms, summary.seed_kind = _seed_figure(present)
+    summary.rule_params = next((r.rule_params for r in present if r.rule_params), None)
     summary.seed_runs = len(present)
     summary.earlier_seed_ms, summary.earlier_seed_kind = _seed_figure(earlier)
 

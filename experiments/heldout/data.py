@@ -55,6 +55,8 @@ class Run:
     config_curve: list[tuple[int, float]] = field(default_factory=list)
     heuristic_ms: float | None = None  # the fastest seed the heuristic source gave (search-time reading)
     rule_ms: float | None = None  # the fastest of the rules' own seeds among them (Helion's compiler seeds aside)
+    rule_params: dict[str, Any] | None = None  # that seed's point
+    final_params: dict[str, Any] | None = None  # the point of the run's answer
     default_ms: float | None = None
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
     # origin (heuristic, cache) -> status -> how many of the seeds it gave ended so: a warm arm whose
@@ -223,13 +225,17 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)
     rules = [dict(s.get("params", {})) for s in (session["options"].get("heuristics") or {}).get("seeds", [])]
-    run.rule_ms = _fastest(r for r in seeded if any(_matches(r.candidate.params, p) for p in rules))
+    rule_rows = [r for r in seeded if r.result.ok and any(_matches(r.candidate.params, p) for p in rules)]
+    fastest_rule = min(rule_rows, key=lambda r: r.result.median_ms, default=None)
+    run.rule_ms = fastest_rule.result.median_ms if fastest_rule is not None else None
+    run.rule_params = dict(fastest_rule.candidate.params) if fastest_rule is not None else None
     if run.arm == d.HELION_QUICK:
         _read_helion(run, tags, rows, origins)
     else:
         winner = _winner(rows)
         if winner is not None:
             run.final_ms = winner.result.median_ms
+            run.final_params = dict(winner.candidate.params)
             run.best_origin = best_origin(cache, session["id"], winner.candidate.key, rows)
         ordered = _in_time_order(search)
         run.curve = curve((r.created - job, r.result.objective) for r in ordered
@@ -249,6 +255,7 @@ def _read_helion(run: Run, tags: dict[str, Any], rows: list[EvaluationRow], orig
         retimed = [r for r in rows if r.generation < 0 and r.candidate.key == pick.candidate.key and r.result.ok]
         timing = (retimed or [pick])[0].result
         run.final_ms = timing.median_ms if timing.ok else None
+        run.final_params = dict(pick.candidate.params)
     run.best_origin = "search"  # Helion's own
     run.wall_s = run.session_s = tags.get("helion_job_s")
     autotune_s = tags.get("helion_wall_s")

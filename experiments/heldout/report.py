@@ -150,6 +150,10 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     if summary.seed_ms is not None:
         lines.append(f"Heuristic seed ({summary.seed_kind}): {_ms(summary.seed_ms)} µs, "
                      f"{summary.seed_ratio:.3f}x the best found.")
+    changed = summary.rule_differences()
+    if changed:
+        lines.append("The best found differs from the rule seed in: "
+                     + "; ".join(f"{name} {rule!r} → {best!r}" for name, rule, best in changed) + ".")
     if summary.earlier_seed_ms is not None:
         lines.append(f"Heuristic seed of the earlier seed source ({summary.earlier_seed_kind}): "
                      f"{_ms(summary.earlier_seed_ms)} µs, {summary.earlier_seed_ratio:.3f}x the best found.")
@@ -195,6 +199,7 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
             "kernel": s.problem.kernel, "shape": s.problem.shape, "dtype": s.problem.dtype, "best_ms": s.best_ms,
             "helion_ms": s.helion_ms, "helion_wall_s": s.helion_wall_s, "seed_ms": s.seed_ms,
             "seed_kind": s.seed_kind, "seed_ratio": s.seed_ratio, "earlier_seed_ms": s.earlier_seed_ms,
+            "rule_differences": [{"parameter": n, "rule": r, "best": b} for n, r, b in s.rule_differences()],
             "earlier_seed_ratio": s.earlier_seed_ratio,
             "arms": [{
                 "arm": a.arm, "strategy": a.strategy, "wall_s": a.wall.record(), "setup_s": a.setup.record(),
