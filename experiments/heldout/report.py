@@ -198,9 +198,9 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
         "problems": [{
             "kernel": s.problem.kernel, "shape": s.problem.shape, "dtype": s.problem.dtype, "best_ms": s.best_ms,
             "helion_ms": s.helion_ms, "helion_wall_s": s.helion_wall_s, "seed_ms": s.seed_ms,
-            "seed_kind": s.seed_kind, "seed_ratio": s.seed_ratio, "earlier_seed_ms": s.earlier_seed_ms,
+            "seed_kind": s.seed_kind, "seed_ratio": s.seed_ratio,
             "rule_differences": [{"parameter": n, "rule": r, "best": b} for n, r, b in s.rule_differences()],
-            "earlier_seed_ratio": s.earlier_seed_ratio,
+            "earlier_seed_ms": s.earlier_seed_ms, "earlier_seed_ratio": s.earlier_seed_ratio,
             "arms": [{
                 "arm": a.arm, "strategy": a.strategy, "wall_s": a.wall.record(), "setup_s": a.setup.record(),
                 "to_best_s": a.to_best.record(), "configs_to_best": a.configs_to_best.record(),
