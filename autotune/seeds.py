@@ -3,10 +3,10 @@
 * `default`: the compiler's default config (always evaluated; named for clarity);
 * `heuristic`: the rules in `heuristics/` and the seeds the kernel's ConfigSpec offers
   (Helion's compiler seeds, recorded with the space);
-* `cache`: the fastest configs already recorded for the nearest shape of the same kernel
-  and dtype (same kernel source), translated into this task's space where they fit; a
-  whole-row reduction recorded at a narrower row keeps the chunk it was measured with
-  (`heuristics.transfer`).
+* `cache`: the fastest config recorded at each of the nearest shapes of the same kernel and
+  dtype (same kernel source), then the next fastest of each in turn while places are left,
+  translated into this task's space where they fit; a whole-row reduction recorded at a
+  narrower row keeps the chunk it was measured with (`heuristics.transfer`).
 
 Configs the user gives (`--config`) are seeds too, evaluated first, with origin "user".
 Unlike the other sources they are never skipped: one that does not fit the space is an
@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from autotune.errors import UserError
 from autotune.types import Params
@@ -75,20 +75,30 @@ def shape_distance(a: Sequence[int], b: Sequence[int]) -> float:
     return sum(abs(math.log2(x) - math.log2(y)) for x, y in zip(a, b))
 
 
+def nearest_shapes(shapes: Iterable[Sequence[int]], shape: Sequence[int], count: int = CACHE_SEEDS) -> list[tuple[int, ...]]:
+    """The `count` distinct shapes of `shapes` nearest to `shape` (`shape_distance`), nearest first;
+    shapes at the same distance in the order of their extents."""
+    distinct = {tuple(int(d) for d in s) for s in shapes}
+    return sorted(distinct, key=lambda s: (shape_distance(s, shape), s))[:count]
+
+
 def _nearest_best(task: TuningTask, cache: Cache) -> list[tuple[dict[str, Any], Any, tuple[int, ...]]]:
-    """(native, result, the shape it was recorded at) of the fastest configs at the nearest shape."""
+    """(native, result, the shape it was recorded at): the fastest config at each of the CACHE_SEEDS
+    nearest recorded shapes, nearest first, then the next fastest of each in turn while places are
+    left.  Why not the fastest configs of the nearest shape alone: they are often variants of one
+    config (the held-out study's warm-cache arm got three of one looped chunk at four long rows,
+    and its search stayed there), while the nearest shapes' bests differ where the shapes do."""
     records = [r for r in cache.find_spaces(task.spec.name, dtype=task.dtype)
                if r.source_hash == task.identity.source_hash and r.evaluations]
-    if not records:
-        return []
-    nearest = min(shape_distance(r.shape, task.shape) for r in records)
-    best: list[tuple[dict[str, Any], Any, tuple[int, ...]]] = []
-    for record in records:
-        if shape_distance(record.shape, task.shape) == nearest:
-            best += [(native, result, tuple(record.shape))
-                     for native, result in cache.best_configs(record.fingerprint, CACHE_SEEDS)]
-    best.sort(key=lambda item: item[1].objective)
-    return best[:CACHE_SEEDS]
+    ranked = []
+    for near in nearest_shapes((r.shape for r in records), task.shape):
+        here = [(native, result, near) for r in records if tuple(r.shape) == near
+                for native, result in cache.best_configs(r.fingerprint, CACHE_SEEDS)]
+        ranked.append(sorted(here, key=lambda item: item[1].objective))
+    picks: list[tuple[dict[str, Any], Any, tuple[int, ...]]] = []
+    for rank in range(CACHE_SEEDS):
+        picks += [here[rank] for here in ranked if rank < len(here)]
+    return picks[:CACHE_SEEDS]
 
 
 def _carried(task: TuningTask, best: Sequence[tuple[dict[str, Any], Any, tuple[int, ...]]]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import pytest
+import torch
 
 from autotune.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
@@ -225,3 +226,50 @@ def test_cache_seeds_recorded_at_another_shape_move_to_their_nearest_points_here
             expected.append(point)
     assert [point for _, point in seeds] == expected
     assert all(narrow.space.violations(point) == [] for _, point in seeds)
+
+
+
+def _as_point(task, native):
+    """A native config recorded at another shape as the cache source places it in `task`'s space."""
+    from search_spaces.space import InvalidConfig
+
+    try:
+        return task.codec.params_of(native)
+    except InvalidConfig:
+        return task.codec.params_near(native)
+
+
+def test_cache_seeds_take_the_best_of_each_nearest_shape_first(tmp_path):
+    """With several recorded shapes, the cache seeds are the fastest config of each of the three
+    nearest shapes, nearest first (not the nearest shape's three fastest, often variants of one
+    config), and a farther shape gives none; with one recorded shape, its three fastest."""
+    from autotune.kernels import get_kernel
+    from autotune.seeds import CACHE_SEEDS, nearest_shapes
+    from autotune.task import bind_live
+
+    assert nearest_shapes([(64, 512), (64, 128), (64, 256), (64, 128), (32, 128)], (64, 200), 3) == [
+        (64, 256), (64, 128), (64, 512)]  # (32, 128) is a factor of two farther in rows
+    spec = get_kernel("softmax-triton")
+    target = bind_live(spec, (64, 200), torch.float16, "cpu")
+    db = Cache.open(tmp_path / "t.db", create=True)
+    best = {}
+    for shape in [(64, 4096), (64, 256), (64, 1024), (64, 128)]:  # nearest to 200: 256, 128, 1024, 4096
+        task = bind_live(spec, shape, torch.float16, "cpu")
+        _session(task, db, FakeEvaluator(hashed_cost), "random", budget=12).run()
+        best[shape] = [native for native, _ in db.best_configs(task.fingerprint, CACHE_SEEDS)]
+    expected = []
+    for shape in [(64, 256), (64, 128), (64, 1024)]:
+        point = _as_point(target, best[shape][0])
+        if point not in expected:
+            expected.append(point)
+    assert [p for _, p in collect_seeds(target, db, ["cache"])] == expected
+    assert len(expected) >= 2  # the shapes' bests differ: more than one config
+
+    one = Cache.open(tmp_path / "one.db", create=True)
+    only = bind_live(spec, (64, 256), torch.float16, "cpu")
+    _session(only, one, FakeEvaluator(hashed_cost), "random", budget=12).run()
+    alone = []
+    for native, _ in one.best_configs(only.fingerprint, CACHE_SEEDS):
+        if _as_point(target, native) not in alone:
+            alone.append(_as_point(target, native))
+    assert [p for _, p in collect_seeds(target, one, ["cache"])] == alone

@@ -335,14 +335,13 @@ def other_kernels(db: Path, shipped: Path | None, problems: Iterable[Problem]) -
 
 def cache_sources(cache: Cache, problem: Problem, source: str) -> tuple[list[str], float]:
     """The shapes the `cache` seed source would read for `problem` (autotune/seeds.py's rule: the
-    nearest recorded shapes of the same kernel, dtype and kernel source) and their distance;
-    ([], inf) when there are none."""
-    from autotune.seeds import shape_distance
+    nearest recorded shapes of the same kernel, dtype and kernel source), nearest first, and the
+    nearest one's distance; ([], inf) when there are none."""
+    from autotune.seeds import nearest_shapes, shape_distance
 
     records = [r for r in cache.find_spaces(problem.kernel, dtype=problem.dtype)
                if r.source_hash == source and r.evaluations]
-    if not records:
+    shapes = nearest_shapes((r.shape for r in records), problem.dims)
+    if not shapes:
         return [], math.inf
-    nearest = min(shape_distance(r.shape, problem.dims) for r in records)
-    shapes = sorted({"x".join(map(str, r.shape)) for r in records if shape_distance(r.shape, problem.dims) == nearest})
-    return shapes, nearest
+    return ["x".join(map(str, s)) for s in shapes], shape_distance(shapes[0], problem.dims)
