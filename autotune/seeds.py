@@ -75,7 +75,8 @@ def shape_distance(a: Sequence[int], b: Sequence[int]) -> float:
     return sum(abs(math.log2(x) - math.log2(y)) for x, y in zip(a, b))
 
 
-def nearest_shapes(shapes: Iterable[Sequence[int]], shape: Sequence[int], count: int = CACHE_SEEDS) -> list[tuple[int, ...]]:
+def nearest_shapes(shapes: Iterable[Sequence[int]], shape: Sequence[int],
+                   count: int = CACHE_SEEDS) -> list[tuple[int, ...]]:
     """The `count` distinct shapes of `shapes` nearest to `shape` (`shape_distance`), nearest first;
     shapes at the same distance in the order of their extents."""
     distinct = {tuple(int(d) for d in s) for s in shapes}

@@ -661,7 +661,8 @@ def test_the_report_names_where_the_best_found_differs_from_the_rule_seed(heldou
     assert any(rule.items() <= summary.rule_params.items() for rule in rules)
     expected = [(k, summary.rule_params[k], v) for k, v in summary.best_params.items() if summary.rule_params[k] != v]
     assert summary.rule_differences() == expected
-    assert bool(expected) == (problem is SOFTMAX)  # the fixture's softmax best is a cache seed; its matmul best the rule's
+    # the fixture's softmax best is a cache seed; its matmul best the rule's
+    assert bool(expected) == (problem is SOFTMAX)
     section = (folder / "README.md").read_text().split(f"## {problem.label}")[1].split("\n## ")[0]
     lines = [x for x in section.splitlines() if x.startswith("The best found differs from the rule seed in:")]
     assert len(lines) == bool(expected)

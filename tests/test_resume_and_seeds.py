@@ -228,7 +228,6 @@ def test_cache_seeds_recorded_at_another_shape_move_to_their_nearest_points_here
     assert all(narrow.space.violations(point) == [] for _, point in seeds)
 
 
-
 def _as_point(task, native):
     """A native config recorded at another shape as the cache source places it in `task`'s space."""
     from search_spaces.space import InvalidConfig
