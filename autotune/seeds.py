@@ -83,14 +83,19 @@ def nearest_shapes(shapes: Iterable[Sequence[int]], shape: Sequence[int],
     return sorted(distinct, key=lambda s: (shape_distance(s, shape), s))[:count]
 
 
+def seed_records(cache: Cache, kernel: str, dtype: str, source_hash: str) -> list[Any]:
+    """The recorded spaces the cache source reads: the kernel's, at this dtype, of this kernel
+    source, with measurements."""
+    return [r for r in cache.find_spaces(kernel, dtype=dtype) if r.source_hash == source_hash and r.evaluations]
+
+
 def _nearest_best(task: TuningTask, cache: Cache) -> list[tuple[dict[str, Any], Any, tuple[int, ...]]]:
     """(native, result, the shape it was recorded at): the fastest config at each of the CACHE_SEEDS
     nearest recorded shapes, nearest first, then the next fastest of each in turn while places are
     left.  Why not the fastest configs of the nearest shape alone: they are often variants of one
     config (the held-out study's warm-cache arm got three of one looped chunk at four long rows,
     and its search stayed there), while the nearest shapes' bests differ where the shapes do."""
-    records = [r for r in cache.find_spaces(task.spec.name, dtype=task.dtype)
-               if r.source_hash == task.identity.source_hash and r.evaluations]
+    records = seed_records(cache, task.spec.name, task.dtype, task.identity.source_hash)
     ranked = []
     for near in nearest_shapes((r.shape for r in records), task.shape):
         here = [(native, result, near) for r in records if tuple(r.shape) == near

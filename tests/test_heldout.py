@@ -634,8 +634,8 @@ def test_matmul_runs_seeded_before_the_resident_rules_revision_are_kept_apart(tm
                                        run_key(problem, d.WARM_HEURISTIC, "pattern", 2)}
     runs = {run.seed: run for run in load_runs(db, None)}
     (summary,) = analysis.summarise(runs.values(), problems=(problem,))
-    assert summary.seed_runs == 1 and summary.seed_ms == runs[2].rule_ms is not None
-    assert summary.earlier_seed_ms == runs[1].rule_ms is not None
+    assert summary.seed.runs == 1 and summary.seed.ms == runs[2].rule_ms is not None
+    assert summary.earlier_seed.ms == runs[1].rule_ms is not None
     verdict = analysis._seed_target([summary], (problem,), "cells")
     assert verdict.details == [f"{problem.label}: rule seed {runs[2].rule_ms / summary.best_ms:.3f}x the best found: "
                                + ("met" if runs[2].rule_ms <= summary.best_ms * (1 + d.SEED_NEAR) else "not met")]
@@ -658,8 +658,9 @@ def test_the_report_names_where_the_best_found_differs_from_the_rule_seed(heldou
     conn.close()
     assert list(summary.best_params.values()) in points
     rules = [seed["params"] for seed in json.loads(options)["heuristics"]["seeds"]]
-    assert any(rule.items() <= summary.rule_params.items() for rule in rules)
-    expected = [(k, summary.rule_params[k], v) for k, v in summary.best_params.items() if summary.rule_params[k] != v]
+    rule_params = summary.seed.rule_params
+    assert any(rule.items() <= rule_params.items() for rule in rules)
+    expected = [(k, rule_params[k], v) for k, v in summary.best_params.items() if rule_params[k] != v]
     assert summary.rule_differences() == expected
     # the fixture's softmax best is a cache seed; its matmul best the rule's
     assert bool(expected) == (problem is SOFTMAX)

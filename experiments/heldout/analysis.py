@@ -81,35 +81,38 @@ class ArmSummary:
 
 
 @dataclass
+class SeedFigure:
+    """The heuristic seed's time over a set of warm-heuristic runs (median over the runs that had
+    it): the rules' own seed where the runs tell it apart, else the fastest config the heuristic
+    source gave (with Helion's compiler seeds)."""
+
+    ms: float | None = None
+    kind: str = ""  # "rule seed" or "heuristic seeds" (the rules declined to be told apart)
+    runs: int = 0  # the runs it was read from
+    rule_params: dict[str, Any] | None = None  # the rule seed's point (of the first run that had it)
+
+
+@dataclass
 class ProblemSummary:
     problem: Problem
     best_ms: float | None  # the best time anyone found here (re-timed answers)
     helion_ms: float | None  # Helion quick's final time (median over its runs)
     helion_wall_s: float | None
     arms: list[ArmSummary]
-    seed_ms: float | None = None  # the heuristic seed's time (median over the runs that had it)
-    seed_kind: str = ""  # "rule seed" or "heuristic seeds" (the rules declined to be told apart)
-    seed_runs: int = 0  # warm-heuristic runs of the present seed source
-    rule_params: dict[str, Any] | None = None  # the present rule seed's point (of the run that had it)
+    seed: SeedFigure = field(default_factory=SeedFigure)  # runs of the present seed source
+    earlier_seed: SeedFigure = field(default_factory=SeedFigure)  # runs that took an earlier source's seeds
     best_params: dict[str, Any] | None = None  # the point of the best answer anyone found
-    earlier_seed_ms: float | None = None  # the same, over runs that took an earlier seed source's seeds
-    earlier_seed_kind: str = ""
 
-    @property
-    def seed_ratio(self) -> float | None:
-        return _ratio(self.seed_ms, self.best_ms)
-
-    @property
-    def earlier_seed_ratio(self) -> float | None:
-        return _ratio(self.earlier_seed_ms, self.best_ms)
+    def ratio(self, figure: SeedFigure) -> float | None:
+        return _ratio(figure.ms, self.best_ms)
 
     def rule_differences(self) -> list[tuple[str, Any, Any]]:
-        """(parameter, the rule seed's value, the best answer's value) wherever they differ: what a
-        revision of the rule would have had to choose otherwise here."""
-        if not self.rule_params or not self.best_params:
+        """(parameter, the present rule seed's value, the best answer's value) wherever they differ:
+        what a revision of the rule would have had to choose otherwise here."""
+        rule = self.seed.rule_params
+        if not rule or not self.best_params:
             return []
-        return [(name, self.rule_params.get(name), value) for name, value in self.best_params.items()
-                if self.rule_params.get(name) != value]
+        return [(name, rule.get(name), value) for name, value in self.best_params.items() if rule.get(name) != value]
 
     def arm(self, arm: str, strategy: str) -> ArmSummary | None:
         return next((a for a in self.arms if (a.arm, a.strategy) == (arm, strategy)), None)
@@ -161,22 +164,19 @@ def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms
 
 
 def _seed_figures(summary: ProblemSummary, runs: list[Run]) -> None:
-    """The heuristic seed's time, apart for runs of the present seed source and of an earlier one:
-    the rules' own seed where the runs tell it apart, else the fastest config the heuristic
-    source gave (with Helion's compiler seeds)."""
-    present = [r for r in runs if EARLIER_SEEDS not in r.strategy]
-    earlier = [r for r in runs if EARLIER_SEEDS in r.strategy]
-    summary.seed_ms, summary.seed_kind = _seed_figure(present)
-    summary.rule_params = next((r.rule_params for r in present if r.rule_params), None)
-    summary.seed_runs = len(present)
-    summary.earlier_seed_ms, summary.earlier_seed_kind = _seed_figure(earlier)
+    """The heuristic seed's figures, apart for runs of the present seed source and of an earlier one."""
+    summary.seed = _seed_figure([r for r in runs if EARLIER_SEEDS not in r.strategy])
+    summary.earlier_seed = _seed_figure([r for r in runs if EARLIER_SEEDS in r.strategy])
 
 
-def _seed_figure(runs: list[Run]) -> tuple[float | None, str]:
+def _seed_figure(runs: list[Run]) -> SeedFigure:
     rule = [r.rule_ms for r in runs if r.rule_ms is not None]
     given = [r.heuristic_ms for r in runs if r.heuristic_ms is not None]
     values, kind = (rule, "rule seed") if rule else (given, "heuristic seeds")
-    return (statistics.median(values), kind) if values else (None, "")
+    rule_params = next((r.rule_params for r in runs if r.rule_params), None)
+    if not values:
+        return SeedFigure(runs=len(runs), rule_params=rule_params)
+    return SeedFigure(statistics.median(values), kind, len(runs), rule_params)
 
 
 # -- targets --------------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
     result.append(_seed_target(summaries, d.MATMUL, "matmul cells"))
     # Where the resident rule's revision is judged: the cells declared after it.
     result.append(_seed_target(summaries, d.MATMUL_REVISED, "matmul cells declared after the rule's revision"))
-    if any(s.earlier_seed_ms is not None for s in summaries):
+    if any(s.earlier_seed.ms is not None for s in summaries):
         result.append(_seed_target(summaries, d.MATMUL, "matmul cells" + EARLIER_SEEDS, earlier=True))
     return result
 
@@ -263,16 +263,15 @@ def _seed_target(summaries: list[ProblemSummary], cells: Sequence[Problem], subj
     details, failed, missing = [], False, []
     for problem in cells:
         summary = next((s for s in summaries if s.problem == problem), None)
-        seed_ms = None if summary is None else summary.earlier_seed_ms if earlier else summary.seed_ms
-        if summary is None or summary.best_ms is None or (seed_ms is None if earlier else not summary.seed_runs):
+        figure = None if summary is None else summary.earlier_seed if earlier else summary.seed
+        if figure is None or summary.best_ms is None or (figure.ms is None if earlier else not figure.runs):
             if not earlier:
                 missing.append(problem.label)
             continue
-        ratio = _ratio(seed_ms, summary.best_ms)
-        kind = summary.earlier_seed_kind if earlier else summary.seed_kind
+        ratio = summary.ratio(figure)
         ok = ratio is not None and ratio <= 1 + d.SEED_NEAR
         failed |= not ok
-        shown = "no heuristic seed ran" if ratio is None else f"{kind} {ratio:.3f}x the best found"
+        shown = "no heuristic seed ran" if ratio is None else f"{figure.kind} {ratio:.3f}x the best found"
         details.append(f"{problem.label}: {shown}: {'met' if ok else 'not met'}")
     status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
     return Verdict(f"heuristic seed within {d.SEED_NEAR:.0%} of the best found", subject, status, details)

@@ -225,10 +225,9 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)
     rules = [dict(s.get("params", {})) for s in (session["options"].get("heuristics") or {}).get("seeds", [])]
-    rule_rows = [r for r in seeded if r.result.ok and any(_matches(r.candidate.params, p) for p in rules)]
-    fastest_rule = min(rule_rows, key=lambda r: r.result.median_ms, default=None)
-    run.rule_ms = fastest_rule.result.median_ms if fastest_rule is not None else None
-    run.rule_params = dict(fastest_rule.candidate.params) if fastest_rule is not None else None
+    fastest_rule = _fastest_row(r for r in seeded if any(_matches(r.candidate.params, p) for p in rules))
+    if fastest_rule is not None:
+        run.rule_ms, run.rule_params = fastest_rule.result.median_ms, dict(fastest_rule.candidate.params)
     if run.arm == d.HELION_QUICK:
         _read_helion(run, tags, rows, origins)
     else:
@@ -290,9 +289,13 @@ def _winner(rows: list[EvaluationRow]) -> EvaluationRow | None:
     return min(ok, key=lambda r: r.result.objective) if ok else None
 
 
+def _fastest_row(rows: Iterable[EvaluationRow]) -> EvaluationRow | None:
+    return min((r for r in rows if r.result.ok), key=lambda r: r.result.median_ms, default=None)
+
+
 def _fastest(rows: Iterable[EvaluationRow]) -> float | None:
-    times = [r.result.median_ms for r in rows if r.result.ok]
-    return min(times) if times else None
+    row = _fastest_row(rows)
+    return row.result.median_ms if row is not None else None
 
 
 def _matches(params: dict[str, Any], seed: dict[str, Any]) -> bool:
@@ -337,11 +340,9 @@ def cache_sources(cache: Cache, problem: Problem, source: str) -> tuple[list[str
     """The shapes the `cache` seed source would read for `problem` (autotune/seeds.py's rule: the
     nearest recorded shapes of the same kernel, dtype and kernel source), nearest first, and the
     nearest one's distance; ([], inf) when there are none."""
-    from autotune.seeds import nearest_shapes, shape_distance
+    from autotune.seeds import nearest_shapes, seed_records, shape_distance
 
-    records = [r for r in cache.find_spaces(problem.kernel, dtype=problem.dtype)
-               if r.source_hash == source and r.evaluations]
-    shapes = nearest_shapes((r.shape for r in records), problem.dims)
+    shapes = nearest_shapes((r.shape for r in seed_records(cache, problem.kernel, problem.dtype, source)), problem.dims)
     if not shapes:
         return [], math.inf
     return ["x".join(map(str, s)) for s in shapes], shape_distance(shapes[0], problem.dims)

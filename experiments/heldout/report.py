@@ -151,16 +151,16 @@ def problem_section(summary: ProblemSummary) -> list[str]:
                      f"seed {best_run.seed}, session {best_run.session_id}).")
     if summary.helion_ms is not None:
         lines.append(f"Helion quick: {_ms(summary.helion_ms)} µs in {summary.helion_wall_s:.0f} s of wall time.")
-    if summary.seed_ms is not None:
-        lines.append(f"Heuristic seed ({summary.seed_kind}): {_ms(summary.seed_ms)} µs, "
-                     f"{summary.seed_ratio:.3f}x the best found.")
+    if summary.seed.ms is not None:
+        lines.append(f"Heuristic seed ({summary.seed.kind}): {_ms(summary.seed.ms)} µs, "
+                     f"{summary.ratio(summary.seed):.3f}x the best found.")
     changed = summary.rule_differences()
     if changed:
         lines.append("The best found differs from the rule seed in: "
                      + "; ".join(f"{name} {rule!r} → {best!r}" for name, rule, best in changed) + ".")
-    if summary.earlier_seed_ms is not None:
-        lines.append(f"Heuristic seed of the earlier seed source ({summary.earlier_seed_kind}): "
-                     f"{_ms(summary.earlier_seed_ms)} µs, {summary.earlier_seed_ratio:.3f}x the best found.")
+    if summary.earlier_seed.ms is not None:
+        lines.append(f"Heuristic seed of the earlier seed source ({summary.earlier_seed.kind}): "
+                     f"{_ms(summary.earlier_seed.ms)} µs, {summary.ratio(summary.earlier_seed):.3f}x the best found.")
     sources = sorted({s for a in summary.arms for r in a.runs for s in r.cache_from})
     if sources:
         lines.append(f"Cache seeds from: {', '.join(sources)}.")
@@ -201,10 +201,10 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
                      "details": v.details} for v in judged],
         "problems": [{
             "kernel": s.problem.kernel, "shape": s.problem.shape, "dtype": s.problem.dtype, "best_ms": s.best_ms,
-            "helion_ms": s.helion_ms, "helion_wall_s": s.helion_wall_s, "seed_ms": s.seed_ms,
-            "seed_kind": s.seed_kind, "seed_ratio": s.seed_ratio,
+            "helion_ms": s.helion_ms, "helion_wall_s": s.helion_wall_s, "seed_ms": s.seed.ms,
+            "seed_kind": s.seed.kind, "seed_ratio": s.ratio(s.seed),
             "rule_differences": [{"parameter": n, "rule": r, "best": b} for n, r, b in s.rule_differences()],
-            "earlier_seed_ms": s.earlier_seed_ms, "earlier_seed_ratio": s.earlier_seed_ratio,
+            "earlier_seed_ms": s.earlier_seed.ms, "earlier_seed_ratio": s.ratio(s.earlier_seed),
             "arms": [{
                 "arm": a.arm, "strategy": a.strategy, "wall_s": a.wall.record(), "setup_s": a.setup.record(),
                 "to_best_s": a.to_best.record(), "configs_to_best": a.configs_to_best.record(),
