@@ -318,13 +318,16 @@ def test_real_bindings_at_the_edges(n, declines):
 
 def with_descriptors(space):
     """The space as a GPU that has tensor descriptors offers it (the CPU space offers pointers
-    only): every indexing slot may also be a descriptor."""
+    only): every indexing slot may also be a descriptor, built on the device or the host."""
     from search_spaces.space import SearchSpace
 
     data = space.to_dict()
     for parameter in data["parameters"]:
         if parameter["name"].startswith("indexing["):
             parameter["choices"] = ["pointer", me.TMA]
+    data["parameters"].append({"name": me.HOST_DESCRIPTORS, "kind": "choice", "choices": [False, True],
+                               "default": False})
+    data["default"] = {**data["default"], me.HOST_DESCRIPTORS: False}
     return SearchSpace.from_dict(data)
 
 
@@ -340,7 +343,7 @@ def rule_in(bound, space, n: int):
 def test_descriptors_at_the_smallest_m_tile_only_past_half_the_register_file(bound, n):
     """Where descriptors are offered, 16-bit operands on tensor cores whose accumulator at the
     register-file-capped M tile would take over half the file get M 16 and every indexing slot a
-    descriptor, with the K band and stages that fit at M 16; elsewhere the seed is the one the
+    descriptor built on the host, with the K band and stages that fit at M 16; elsewhere the seed is the one the
     space without descriptors gets.  Tensor-core products take the persistent program order."""
     task = bound[0]
     space = with_descriptors(task.space)
@@ -356,11 +359,12 @@ def test_descriptors_at_the_smallest_m_tile_only_past_half_the_register_file(bou
     if itemsize_of(bound) == 2 and m * n_pad * 4 > me.REGISTER_FILE_BYTES // 2:
         warps = expected_warps(SMALLEST_M, n)
         assert seed.params["block_sizes[0]"] == SMALLEST_M and set(indexing.values()) == {me.TMA}
+        assert seed.params[me.HOST_DESCRIPTORS] is True and "built on the host" in seed.reason
         assert (seed.params["block_sizes[1]"], seed.params["num_stages"]) == expected_band(bound, n, SMALLEST_M, warps)
         assert "tensor_descriptor" in seed.reason
     else:
-        assert set(indexing.values()) == {"pointer"}
-        assert {k: v for k, v in seed.params.items() if k != "pid_type"} == {
+        assert set(indexing.values()) == {"pointer"} and seed.params[me.HOST_DESCRIPTORS] is False
+        assert {k: v for k, v in seed.params.items() if k not in ("pid_type", me.HOST_DESCRIPTORS)} == {
             k: v for k, v in plain.params.items() if k != "pid_type"}
     assert seed.params["pid_type"] == ("flat" if cuda_cores(bound) else me.PROGRAM_ORDER)
     assert space.violations(seed.params) == []

@@ -12,7 +12,7 @@ import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from . import definition as d
 from .data import EARLIER, EARLIER_SEEDS, Run
@@ -102,6 +102,11 @@ class ProblemSummary:
     seed: SeedFigure = field(default_factory=SeedFigure)  # runs of the present seed source
     earlier_seed: SeedFigure = field(default_factory=SeedFigure)  # runs that took an earlier source's seeds
     best_params: dict[str, Any] | None = None  # the point of the best answer anyone found
+    warm_heuristic: list[Run] = field(default_factory=list)  # the runs the seed figures are read from
+
+    def seed_recorded_as(self, version: str) -> SeedFigure:
+        """The seed figure of the runs that recorded this version of their seed source, present or not."""
+        return _seed_figure([r for r in self.warm_heuristic if r.seeds_tag == version])
 
     def ratio(self, figure: SeedFigure) -> float | None:
         return _ratio(figure.ms, self.best_ms)
@@ -164,9 +169,14 @@ def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms
 
 
 def _seed_figures(summary: ProblemSummary, runs: list[Run]) -> None:
-    """The heuristic seed's figures, apart for runs of the present seed source and of an earlier one."""
+    """The heuristic seed's figures, apart for runs of the present seed source and of the latest
+    earlier one (the version the most recent earlier run recorded: two earlier versions' seeds
+    are never mixed in one median)."""
+    summary.warm_heuristic = runs
     summary.seed = _seed_figure([r for r in runs if EARLIER_SEEDS not in r.strategy])
-    summary.earlier_seed = _seed_figure([r for r in runs if EARLIER_SEEDS in r.strategy])
+    earlier = [r for r in runs if EARLIER_SEEDS in r.strategy]
+    latest = max(earlier, key=lambda r: r.session_id).seeds_tag if earlier else None
+    summary.earlier_seed = _seed_figure([r for r in earlier if r.seeds_tag == latest])
 
 
 def _seed_figure(runs: list[Run]) -> SeedFigure:
@@ -225,6 +235,7 @@ def _reached(run: Run, summary: ProblemSummary, allowed: float) -> bool:
 
 REVISED_SUBJECT = ", on the shapes declared after the warm seeds' revision"
 LATER_STRATEGY_SUBJECT = ", on the shapes declared after it"
+CACHE_SUBJECT = ", on the shapes declared after the cache source's change"
 
 
 def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRATEGIES) -> list[Verdict]:
@@ -248,30 +259,43 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
         result += [_time_target(summaries, arm, s, d.WARM_WALL_SHARE, revised,
                                 where="each shape declared after the warm seeds' revision",
                                 subject=REVISED_SUBJECT) for s in strategies]
+    # Where the cache source's change is judged: the shapes declared after it.
+    changed = [p for p in d.SOFTMAX if p.shape in d.CACHE_SHAPES]
+    result += [_time_target(summaries, d.WARM_CACHE, s, d.WARM_WALL_SHARE, changed,
+                            where="each shape declared after the cache source's change", subject=CACHE_SUBJECT)
+               for s in strategies]
     result.append(_seed_target(summaries, d.MATMUL, "matmul cells"))
-    # Where the resident rule's revision is judged: the cells declared after it.
-    result.append(_seed_target(summaries, d.MATMUL_REVISED, "matmul cells declared after the rule's revision"))
+    # Where each revision of the resident rule is judged: the cells declared after it, by its seeds.
+    result.append(_seed_target(summaries, d.MATMUL_HOST_DESCRIPTORS, HOST_SUBJECT))
+    result.append(_seed_target(summaries, d.MATMUL_REVISED, FIRST_REVISION_SUBJECT,
+                               figure=lambda s: s.seed_recorded_as(d.MATMUL_FIRST_REVISION)))
     if any(s.earlier_seed.ms is not None for s in summaries):
-        result.append(_seed_target(summaries, d.MATMUL, "matmul cells" + EARLIER_SEEDS, earlier=True))
+        result.append(_seed_target(summaries, d.MATMUL, "matmul cells" + EARLIER_SEEDS,
+                                   figure=lambda s: s.earlier_seed, earlier=True))
     return result
 
 
+HOST_SUBJECT = "matmul cells declared after the rule's second revision"
+FIRST_REVISION_SUBJECT = "matmul cells declared after the rule's first revision, by its seeds"
+
+
 def _seed_target(summaries: list[ProblemSummary], cells: Sequence[Problem], subject: str,
+                 figure: Callable[[ProblemSummary], SeedFigure] = lambda s: s.seed,
                  earlier: bool = False) -> Verdict:
-    """The heuristic seed within SEED_NEAR of the best found at each cell (with `earlier`: the
-    seeds of runs that took an earlier seed source's seeds, at the cells that have them)."""
+    """The heuristic seed (`figure`: the present seed source's, by default) within SEED_NEAR of
+    the best found at each cell; with `earlier`, only at the cells where such runs were recorded."""
     details, failed, missing = [], False, []
     for problem in cells:
         summary = next((s for s in summaries if s.problem == problem), None)
-        figure = None if summary is None else summary.earlier_seed if earlier else summary.seed
-        if figure is None or summary.best_ms is None or (figure.ms is None if earlier else not figure.runs):
+        seed = None if summary is None else figure(summary)
+        if seed is None or summary.best_ms is None or (seed.ms is None if earlier else not seed.runs):
             if not earlier:
                 missing.append(problem.label)
             continue
-        ratio = summary.ratio(figure)
+        ratio = summary.ratio(seed)
         ok = ratio is not None and ratio <= 1 + d.SEED_NEAR
         failed |= not ok
-        shown = "no heuristic seed ran" if ratio is None else f"{figure.kind} {ratio:.3f}x the best found"
+        shown = "no heuristic seed ran" if ratio is None else f"{seed.kind} {ratio:.3f}x the best found"
         details.append(f"{problem.label}: {shown}: {'met' if ok else 'not met'}")
     status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
     return Verdict(f"heuristic seed within {d.SEED_NEAR:.0%} of the best found", subject, status, details)

@@ -68,6 +68,7 @@ class Run:
     searched: int = 0  # rows of the search itself (the final re-timing left out)
     helion_configs: int | None = None  # Helion quick: configs its search timed
     limit_s: float | None = None  # ours: the search time it was given (`--seconds`, from the evaluator ready)
+    seeds_tag: str | None = None  # a warm arm: the version of its seed source it recorded (definition.seeds_version)
 
     @property
     def key(self) -> Key:
@@ -143,9 +144,15 @@ def strategy_label(session: dict[str, Any]) -> str:
         strategy += EARLIER
     problem = _problem(session)
     version = d.seeds_version(problem, arm)
-    if version is not None and tags.get("seeds") != version and d.seeds_changed_at(problem, arm):
+    if version is not None and tags.get("seeds") != version and d.seeds_changed_at(
+            problem, arm, tags.get("seeds"), rule_seeds(session)):
         strategy += EARLIER_SEEDS
     return strategy
+
+
+def rule_seeds(session: dict[str, Any]) -> list[dict[str, Any]]:
+    """The points the seed rules gave the session (recorded with its options)."""
+    return [dict(s.get("params", {})) for s in (session["options"].get("heuristics") or {}).get("seeds", [])]
 
 
 def _problem(session: dict[str, Any]) -> Problem:
@@ -216,7 +223,8 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               final_ms=None, best_origin="?", evaluations=session["evaluations"], searched=len(search),
               cache_from=tuple(tags.get("cache_from", ())), fresh_caches=tags.get("compile_caches") == d.FRESH_CACHES,
               early_setups=bool(session["options"].get("early_setups")),
-              limit_s=session.get("seconds") if tags.get("arm") in d.OUR_ARMS else None)
+              limit_s=session.get("seconds") if tags.get("arm") in d.OUR_ARMS else None,
+              seeds_tag=tags.get("seeds"))
     run.default_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default")
     for row in search:
         origin = origins.get(row.candidate.key)
@@ -224,7 +232,7 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
             run.seed_statuses.setdefault(origin, Counter())[row.result.status.value] += 1
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)
-    rules = [dict(s.get("params", {})) for s in (session["options"].get("heuristics") or {}).get("seeds", [])]
+    rules = rule_seeds(session)
     fastest_rule = _fastest_row(r for r in seeded if any(_matches(r.candidate.params, p) for p in rules))
     if fastest_rule is not None:
         run.rule_ms, run.rule_params = fastest_rule.result.median_ms, dict(fastest_rule.candidate.params)

@@ -8,6 +8,7 @@ STUDY`; `arm`, `strategy` and `seed` in the same tags say which run a session is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 STUDY = "heldout"
 
@@ -54,12 +55,19 @@ REVISED_SHAPES = ("1536x131072", "3072x49152", "65536x768")
 # led to the `pattern-ends` strategy: that shape is fitted for it, and these two judge it.  Both
 # have rows whose padded width (65536 and 32768) a whole-row config can hold at 32 warps.
 ENDS_SHAPES = ("2560x40000", "10240x20480")
+# Declared after the warm-cache runs at the thirteen shapes above had led to a change of the cache
+# seed source (SEEDS_VERSION below), before anything was measured on them: the shapes that judge
+# it.  A long row between two recorded long rows (padded to 256K values, as 512x262144 is) and a
+# middle width of many rows whose nearest recorded shapes are a wider and a narrower row.
+CACHE_SHAPES = ("1024x196608", "12288x10000")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
-# for the warm arms): two long rows (the row rule) and three first matmul cells (the resident rule).
-SEEN_BY_REVISIONS = ("4096x65536", "2048x100000", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048")
-SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES
+# for the warm arms): two long rows (the row rule), three first matmul cells (the resident rule's
+# first revision) and three cells of MATMUL_REVISED (its second).
+SEEN_BY_REVISIONS = ("4096x65536", "2048x100000", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048",
+                     "16384x2048x2048", "65536x512x1280", "32768x768x2048")
+SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -82,7 +90,18 @@ MATMUL_REVISED = (
     Problem("matmul-layernorm", "32768x1536x768", "bfloat16"),
     Problem("matmul-l2norm", "65536x512x1280", "bfloat16"),
 )
-MATMUL = MATMUL_FIRST + MATMUL_REVISED
+# Declared after the runs at the eight cells above had led to the rule's second revision
+# (heuristics/matmul_epilogue.py: HOST_DESCRIPTORS), before anything was measured on them: those
+# eight are fitted for it, these judge it.  Three pad N to 2048, where the rule loads through
+# descriptors (a new epilogue at that width, softmax, and an odd N), and one pads N to 1024, where
+# the revision changes nothing and the rest of the rule is judged.
+MATMUL_HOST_DESCRIPTORS = (
+    Problem("matmul-softmax", "32768x1024x2048", "bfloat16"),
+    Problem("matmul-layernorm", "24576x1024x1792", "bfloat16"),
+    Problem("matmul-logsumexp", "49152x1536x1280", "bfloat16"),
+    Problem("matmul-l2norm", "32768x2048x1024", "bfloat16"),
+)
+MATMUL = MATMUL_FIRST + MATMUL_REVISED + MATMUL_HOST_DESCRIPTORS
 PROBLEMS = SOFTMAX + MATMUL
 
 # The arms.  Helion's own autotuner (effort quick) runs natively; ours run through the same
@@ -110,10 +129,12 @@ WARM_ARMS = (WARM_HEURISTIC, WARM_CACHE)
 # the fastest config of each of the nearest shapes (autotune/seeds.py).  Every shape here is
 # fitted for it; it is judged on shapes declared after it.
 SEEDS_VERSION = {WARM_HEURISTIC: "two-pass at 32 and 16 a thread", WARM_CACHE: "carried, one per nearest shape"}
-# At the matmul cells the warm-heuristic arm's seeds changed again with the resident rule's
-# revision (MATMUL_REVISED): runs at the four first cells before it took earlier seeds.
-MATMUL_SEEDS_VERSION = {WARM_HEURISTIC: "resident rule: descriptors at M 16 past half the register file, "
-                                        "persistent order"}
+# At the matmul cells the warm-heuristic arm's seeds changed with each revision of the resident
+# rule: the first (MATMUL_REVISED) changed them at every cell; the second (MATMUL_HOST_DESCRIPTORS)
+# only where the rule's seed loads through descriptors, so runs of the first revision's seeds
+# elsewhere took the present seeds.
+MATMUL_FIRST_REVISION = "resident rule: descriptors at M 16 past half the register file, persistent order"
+MATMUL_SEEDS_VERSION = {WARM_HEURISTIC: MATMUL_FIRST_REVISION + ", built on the host"}
 SEED_FROM = {COLD: "default", WARM_HEURISTIC: "default,heuristic", WARM_CACHE: "default,cache"}
 NATIVE = "native"  # the strategy recorded for Helion's own search
 
@@ -150,10 +171,14 @@ def seeds_version(problem: Problem, arm: str) -> str | None:
     return SEEDS_VERSION.get(arm)
 
 
-def seeds_changed_at(problem: Problem, arm: str) -> bool:
+def seeds_changed_at(problem: Problem, arm: str, recorded: str | None = None,
+                     rule_seeds: Sequence[Mapping[str, Any]] = ()) -> bool:
     """Whether the arm's present seeds differ, at this problem, from those of a run recorded
-    under an earlier version of its seed source (SEEDS_VERSION, MATMUL_SEEDS_VERSION)."""
+    under an earlier version of its seed source (SEEDS_VERSION, MATMUL_SEEDS_VERSION): `recorded`
+    is the version the run recorded, `rule_seeds` the points the rules gave it."""
     if problem.family == "matmul" and arm in MATMUL_SEEDS_VERSION:
+        if recorded == MATMUL_FIRST_REVISION:  # the second revision changed descriptor seeds only
+            return any(value == "tensor_descriptor" for seed in rule_seeds for value in seed.values())
         return True
     if arm == WARM_HEURISTIC:
         from heuristics.row_reduction import LONG_ROW
