@@ -628,17 +628,20 @@ def test_matmul_runs_seeded_before_the_resident_rules_revision_are_kept_apart(tm
     cache = Cache.open(db, create=True)
     task = bind_live(get_kernel(problem.kernel), problem.dims, torch.bfloat16, "cpu")
     heuristic = collect_seeds(task, None, ["heuristic"])
-    for seed, version in ((1, d.SEEDS_VERSION[d.WARM_HEURISTIC]), (2, d.seeds_version(problem, d.WARM_HEURISTIC)),
-                          (3, d.MATMUL_FIRST_REVISION)):
+    # Recorded in this order: an untagged run (the first seed source), one tagged with the softmax
+    # arm's version, the present one, the first revision's.
+    for seed, version in ((4, None), (1, d.SEEDS_VERSION[d.WARM_HEURISTIC]),
+                          (2, d.seeds_version(problem, d.WARM_HEURISTIC)), (3, d.MATMUL_FIRST_REVISION)):
         _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0, seeds=heuristic,
                 seed_from=d.SEED_FROM[d.WARM_HEURISTIC], costs=lambda p: 1.0 + hashed_cost(p),
-                extra={"seeds": version})
+                extra={} if version is None else {"seeds": version})
     cache.close()
     assert d.seeds_version(problem, d.WARM_HEURISTIC) != d.SEEDS_VERSION[d.WARM_HEURISTIC]
     # The second revision changed only seeds that load through descriptors (the CPU space offers
     # pointers): the first revision's run here took the present seeds.
     assert not any(v == "tensor_descriptor" for _, params in heuristic for v in params.values())
-    assert recorded_keys(db, None) == {run_key(problem, d.WARM_HEURISTIC, "pattern" + EARLIER_SEEDS, 1),
+    assert recorded_keys(db, None) == {run_key(problem, d.WARM_HEURISTIC, "pattern" + EARLIER_SEEDS, 4),
+                                       run_key(problem, d.WARM_HEURISTIC, "pattern" + EARLIER_SEEDS, 1),
                                        run_key(problem, d.WARM_HEURISTIC, "pattern", 2),
                                        run_key(problem, d.WARM_HEURISTIC, "pattern", 3)}
     assert d.seeds_changed_at(problem, d.WARM_HEURISTIC, d.MATMUL_FIRST_REVISION,
@@ -647,7 +650,8 @@ def test_matmul_runs_seeded_before_the_resident_rules_revision_are_kept_apart(tm
     (summary,) = analysis.summarise(runs.values(), problems=(problem,))
     assert summary.seed.runs == 2 and summary.seed.ms == statistics.median([runs[2].rule_ms, runs[3].rule_ms])
     assert summary.seed_recorded_as(d.MATMUL_FIRST_REVISION).ms == runs[3].rule_ms
-    assert summary.earlier_seed.ms == runs[1].rule_ms is not None
+    # The earlier figure reads the latest earlier version alone, never a median across two.
+    assert summary.earlier_seed.runs == 1 and summary.earlier_seed.ms == runs[1].rule_ms is not None
     verdict = analysis._seed_target([summary], (problem,), "cells")
     ratio = summary.seed.ms / summary.best_ms
     assert verdict.details == [f"{problem.label}: rule seed {ratio:.3f}x the best found: "
