@@ -95,14 +95,33 @@ class SeedFigure:
 @dataclass
 class ProblemSummary:
     problem: Problem
-    best_ms: float | None  # the best time anyone found here (re-timed answers)
+    best_run: Run | None  # the run whose re-timed answer is the best anyone found here
     helion_ms: float | None  # Helion quick's final time (median over its runs)
     helion_wall_s: float | None
     arms: list[ArmSummary]
-    seed: SeedFigure = field(default_factory=SeedFigure)  # runs of the present seed source
-    earlier_seed: SeedFigure = field(default_factory=SeedFigure)  # runs that took an earlier source's seeds
-    best_params: dict[str, Any] | None = None  # the point of the best answer anyone found
     warm_heuristic: list[Run] = field(default_factory=list)  # the runs the seed figures are read from
+
+    @property
+    def best_ms(self) -> float | None:
+        return self.best_run.final_ms if self.best_run is not None else None
+
+    @property
+    def best_params(self) -> dict[str, Any] | None:
+        """The point of the best answer anyone found."""
+        return self.best_run.final_params if self.best_run is not None else None
+
+    @property
+    def seed(self) -> SeedFigure:
+        """The heuristic seed over the runs of the present seed source."""
+        return _seed_figure([r for r in self.warm_heuristic if EARLIER_SEEDS not in r.strategy])
+
+    @property
+    def earlier_seed(self) -> SeedFigure:
+        """... over the runs of the latest earlier seed source (the version the most recent earlier
+        run recorded: two earlier versions' seeds are never mixed in one median)."""
+        earlier = [r for r in self.warm_heuristic if EARLIER_SEEDS in r.strategy]
+        latest = max(earlier, key=lambda r: r.session_id).seeds_tag if earlier else None
+        return _seed_figure([r for r in earlier if r.seeds_tag == latest])
 
     def seed_recorded_as(self, version: str) -> SeedFigure:
         """The seed figure of the runs that recorded this version of their seed source, present or not."""
@@ -131,8 +150,8 @@ def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> 
         here = [r for r in runs if r.problem == problem]
         if not here:
             continue
-        finals = [r.final_ms for r in here if r.final_ms is not None]
-        best = min(finals) if finals else None
+        best_run = min((r for r in here if r.final_ms is not None), key=lambda r: r.final_ms, default=None)
+        best = best_run.final_ms if best_run is not None else None
         helion = [r for r in here if r.arm == d.HELION_QUICK]
         helion_ms = spread([r.final_ms for r in helion]).median if helion else None
         helion_wall = spread([r.wall_s for r in helion]).median if helion else None
@@ -145,11 +164,8 @@ def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> 
         arms = [_arm(arm, strategy, sorted(members, key=lambda r: r.seed), best, helion_ms, helion_wall)
                 for (arm, strategy), members in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99),
                                                                                       kv[0][1]))]
-        summary = ProblemSummary(problem, best, helion_ms, helion_wall, arms)
-        best_run = min((r for r in here if r.final_ms is not None), key=lambda r: r.final_ms, default=None)
-        summary.best_params = best_run.final_params if best_run is not None else None
-        _seed_figures(summary, [r for r in here if r.arm == d.WARM_HEURISTIC])
-        summaries.append(summary)
+        summaries.append(ProblemSummary(problem, best_run, helion_ms, helion_wall, arms,
+                                        [r for r in here if r.arm == d.WARM_HEURISTIC]))
     return summaries
 
 
@@ -166,17 +182,6 @@ def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms
         wall_ratio=spread([_ratio(r.wall_s, helion_wall) for r in runs]) if helion_wall else spread([]),
         limit=spread([r.limit_s for r in runs if r.limit_s is not None]),  # "-": none (Helion quick)
         provenance=Counter(r.best_origin for r in runs))
-
-
-def _seed_figures(summary: ProblemSummary, runs: list[Run]) -> None:
-    """The heuristic seed's figures, apart for runs of the present seed source and of the latest
-    earlier one (the version the most recent earlier run recorded: two earlier versions' seeds
-    are never mixed in one median)."""
-    summary.warm_heuristic = runs
-    summary.seed = _seed_figure([r for r in runs if EARLIER_SEEDS not in r.strategy])
-    earlier = [r for r in runs if EARLIER_SEEDS in r.strategy]
-    latest = max(earlier, key=lambda r: r.session_id).seeds_tag if earlier else None
-    summary.earlier_seed = _seed_figure([r for r in earlier if r.seeds_tag == latest])
 
 
 def _seed_figure(runs: list[Run]) -> SeedFigure:

@@ -148,8 +148,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
 
 def problem_section(summary: ProblemSummary) -> list[str]:
     problem = summary.problem
-    best_run = min((r for a in summary.arms for r in a.runs if r.final_ms is not None),
-                   key=lambda r: r.final_ms, default=None)
+    best_run = summary.best_run
     lines = [f"## {problem.label}", ""]
     if best_run is not None:
         lines.append(f"Best time anyone found: {_ms(summary.best_ms)} µs ({best_run.arm} {best_run.strategy} "
