@@ -228,22 +228,12 @@ def test_cache_seeds_recorded_at_another_shape_move_to_their_nearest_points_here
     assert all(narrow.space.violations(point) == [] for _, point in seeds)
 
 
-def _as_point(task, native):
-    """A native config recorded at another shape as the cache source places it in `task`'s space."""
-    from search_spaces.space import InvalidConfig
-
-    try:
-        return task.codec.params_of(native)
-    except InvalidConfig:
-        return task.codec.params_near(native)
-
-
 def test_cache_seeds_take_the_best_of_each_nearest_shape_first(tmp_path):
     """With several recorded shapes, the cache seeds are the fastest config of each of the three
     nearest shapes, nearest first (not the nearest shape's three fastest, often variants of one
     config), and a farther shape gives none; with one recorded shape, its three fastest."""
     from autotune.kernels import get_kernel
-    from autotune.seeds import CACHE_SEEDS, nearest_shapes
+    from autotune.seeds import CACHE_SEEDS, _points, nearest_shapes
     from autotune.task import bind_live
 
     assert nearest_shapes([(64, 512), (64, 128), (64, 256), (64, 128), (32, 128)], (64, 200), 3) == [
@@ -256,19 +246,13 @@ def test_cache_seeds_take_the_best_of_each_nearest_shape_first(tmp_path):
         task = bind_live(spec, shape, torch.float16, "cpu")
         _session(task, db, FakeEvaluator(hashed_cost), "random", budget=12).run()
         best[shape] = [native for native, _ in db.best_configs(task.fingerprint, CACHE_SEEDS)]
-    expected = []
-    for shape in [(64, 256), (64, 128), (64, 1024)]:
-        point = _as_point(target, best[shape][0])
-        if point not in expected:
-            expected.append(point)
+    # Placed in the target's space as the cache source places configs from other shapes.
+    expected = _points(target, [best[shape][0] for shape in [(64, 256), (64, 128), (64, 1024)]], moved=True)
     assert [p for _, p in collect_seeds(target, db, ["cache"])] == expected
     assert len(expected) >= 2  # the shapes' bests differ: more than one config
 
     one = Cache.open(tmp_path / "one.db", create=True)
     only = bind_live(spec, (64, 256), torch.float16, "cpu")
     _session(only, one, FakeEvaluator(hashed_cost), "random", budget=12).run()
-    alone = []
-    for native, _ in one.best_configs(only.fingerprint, CACHE_SEEDS):
-        if _as_point(target, native) not in alone:
-            alone.append(_as_point(target, native))
+    alone = _points(target, [native for native, _ in one.best_configs(only.fingerprint, CACHE_SEEDS)], moved=True)
     assert [p for _, p in collect_seeds(target, one, ["cache"])] == alone
