@@ -1,17 +1,16 @@
 """Where the long-row softmax loses to the device copy: the exchange between a row's pieces,
-the per-call counter reset, or the pieces themselves.
+the per-call reset of the exchange buffer, or the pieces themselves.
 
-`softmax-resident` reads and writes each byte once, yet its best configs stay short of the
-target of 0.90 of the copy's bandwidth at 2048x100000 and 512x262144
-(experiments/reports/long_rows.md).  Three things separate it from a copy: each call zeroes its
-row counters (one more launch), a row's pieces wait for each other before they store, and every
-piece loads, computes and stores its whole width in one go.  The stages are placed by timing the
+`softmax-resident` reads and writes each byte once, against a target of 0.90 of the copy's
+bandwidth at the long rows (experiments/reports/long_rows.md).  Three things separate it from a
+copy: each call zeroes its exchange buffer (one more launch), a row's pieces wait for each other
+before they store, and every piece loads, computes and stores its whole width in one go.  The stages are placed by timing the
 same kernel under conditions that leave one of them out, each against a copy of its own tensor
 in the same process (cold L2 before every call, CUDA events, median of many):
 
 - `resident`: the kernel as tuned, at the long row;
-- `resident, counters zeroed beforehand`: the same launch, given counters zeroed outside the
-  timed interval (a ring of them, one per call), so the reset's launch is not timed;
+- `resident, counters zeroed beforehand`: the same launch, given exchange buffers zeroed outside
+  the timed interval (a ring of them, one per call), so the reset's launch is not timed;
 - `pieces alone`: the same piece width, warps and tickets on a tensor whose rows are one
   piece wide (rows x pieces rows), so no piece waits for another.  Its tensor is at most a
   piece's rounding larger; each variant is compared with a copy of its own tensor.
@@ -42,15 +41,15 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 REPORT_NAME = "long_row_stages"
-# The long rows whose target is missed, each at the softmax-resident configs recorded fastest there
-# (long_rows.md; CHUNK 16384 at 512x262144 under an earlier version of the kernel's source), and
-# 4096x65536 (met by softmax-persistent) for comparison.
+# The long rows at the softmax-resident configs measured fastest there with the present exchange
+# (pieces polling their row's words, or counting arrivals where a row has many pieces), the
+# other way of waiting at 512x262144 beside it, and 4096x65536 for comparison.
 CASES = (
-    ("2048x100000", {"CHUNK": 8192, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}),
-    ("2048x100000", {"CHUNK": 8192, "STREAM_LOADS": 0, "num_warps": 4, "num_stages": 1}),
-    ("512x262144", {"CHUNK": 8192, "STREAM_LOADS": 0, "num_warps": 4, "num_stages": 1}),
-    ("512x262144", {"CHUNK": 16384, "STREAM_LOADS": 0, "num_warps": 4, "num_stages": 1}),
-    ("4096x65536", {"CHUNK": 8192, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}),
+    ("2048x100000", {"CHUNK": 4096, "STREAM_LOADS": 1, "COUNT_ARRIVALS": 0, "num_warps": 2, "num_stages": 1}),
+    ("2048x100000", {"CHUNK": 8192, "STREAM_LOADS": 1, "COUNT_ARRIVALS": 0, "num_warps": 4, "num_stages": 1}),
+    ("512x262144", {"CHUNK": 8192, "STREAM_LOADS": 0, "COUNT_ARRIVALS": 1, "num_warps": 4, "num_stages": 1}),
+    ("512x262144", {"CHUNK": 8192, "STREAM_LOADS": 0, "COUNT_ARRIVALS": 0, "num_warps": 4, "num_stages": 1}),
+    ("4096x65536", {"CHUNK": 8192, "STREAM_LOADS": 1, "COUNT_ARRIVALS": 0, "num_warps": 4, "num_stages": 1}),
 )
 RING_VARIANT = "resident, counters zeroed beforehand"
 VARIANTS = ("resident", RING_VARIANT, "pieces alone")
@@ -62,50 +61,41 @@ NCU_DIGITS = (1, 1, 1, 1, 1, 0, 0)  # decimals shown for each of NCU_METRICS, in
 NCU_FILE = f"{REPORT_NAME}_ncu.txt"
 
 
-def piece_layout(n_cols: int, chunk: int) -> tuple[int, int]:
-    """(pieces per row, piece width) as softmax-resident cuts a row of `n_cols` at `chunk`."""
-    import triton
-
-    from autotune.kernels.softmax_resident import even_piece_width
-
-    width = even_piece_width(n_cols, triton.cdiv(n_cols, chunk))
-    return triton.cdiv(n_cols, width), width
-
-
 def pieces_alone_shape(rows: int, n_cols: int, chunk: int) -> tuple[int, int]:
     """A tensor whose rows are one piece each, with the long row's piece count and width: its
     programs do the long row's work less the exchange."""
+    from autotune.kernels.softmax_resident import piece_layout
+
     pieces, width = piece_layout(n_cols, chunk)
     return rows * pieces, width
 
 
-def launcher(native: dict[str, Any], x: Any, out: Any, counters: Sequence[Any] | None = None) -> Callable[[], Any]:
-    """A call of softmax-resident on x into out.  With `counters` the kernel is launched directly,
-    so no zeroing is timed: each call takes the next of them, from the first, and they must be
-    zeroed again before the ring comes round (a used counter hands out tickets past the launch's
-    pieces, whose programs would write out of bounds)."""
-    if counters is None:
+def launcher(native: dict[str, Any], x: Any, out: Any, buffers: Sequence[Any] | None = None) -> Callable[[], Any]:
+    """A call of softmax-resident on x into out.  With `buffers` (exchange buffers, each from
+    `exchange_buffer`) the kernel is launched directly, so no zeroing is timed: each call takes
+    the next of them, from the first, and they must be zeroed again before the ring comes round
+    (a used one hands out tickets past the launch's pieces, whose programs would write out of
+    bounds)."""
+    if buffers is None:
         from autotune.kernels.softmax_resident import launch
 
         return lambda: launch(native, x, out)
-    import torch
     import triton
 
-    from autotune.kernels.softmax_resident import resident_softmax
+    from autotune.kernels.softmax_resident import piece_layout, resident_softmax
     from search_spaces.triton_space import split_launch_config
 
     meta, options = split_launch_config(native)
     n_rows, n_cols = x.shape
     pieces, width = piece_layout(n_cols, int(meta["CHUNK"]))
-    partials = torch.empty((2, n_rows * pieces), dtype=torch.float32, device=x.device)
     turn = iter(range(1 << 62))
 
     def call() -> Any:
-        sync = counters[next(turn) % len(counters)]
+        sync, counters = buffers[next(turn) % len(buffers)]
         resident_softmax[(n_rows * pieces,)](
-            x, out, partials[0], partials[1], sync, n_cols, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
-            pieces, width, CHUNK=int(meta["CHUNK"]), PIECES_POW2=triton.next_power_of_2(pieces),
-            STREAM_LOADS=bool(meta["STREAM_LOADS"]), **options)
+            x, out, sync, counters, n_cols, x.stride(0), x.stride(1), out.stride(0), out.stride(1), pieces, width,
+            CHUNK=int(meta["CHUNK"]), PIECES_POW2=triton.next_power_of_2(pieces),
+            STREAM_LOADS=bool(meta["STREAM_LOADS"]), COUNT_ARRIVALS=bool(meta["COUNT_ARRIVALS"]), **options)
         return out
     return call
 
@@ -119,9 +109,12 @@ def _setup(shape: str, native: dict[str, Any], ring_size: int) -> tuple[dict[str
     tensors = {name: (x, torch.empty_like(x)) for name, x in (
         ("long", torch.randn((rows, n_cols), device="cuda", dtype=torch.float16)),
         ("alone", torch.randn(alone, device="cuda", dtype=torch.float16)))}
-    ring = [torch.zeros(1 + rows, dtype=torch.int32, device="cuda") for _ in range(ring_size)]
+    from autotune.kernels.softmax_resident import exchange_buffer, piece_layout
+
+    ring = [exchange_buffer(rows, piece_layout(n_cols, int(native["CHUNK"]))[0], torch.device("cuda"))
+            for _ in range(ring_size)]
     calls = {"resident": (launcher(native, *tensors["long"]), "long"),
-             RING_VARIANT: (launcher(native, *tensors["long"], counters=ring), "long"),
+             RING_VARIANT: (launcher(native, *tensors["long"], buffers=ring), "long"),
              "pieces alone": (launcher(native, *tensors["alone"]), "alone")}
     entry = {"shape": shape, "config": native, "pieces_alone_shape": "x".join(map(str, alone))}
     return entry, {"tensors": tensors, "calls": calls, "ring": ring}
@@ -157,8 +150,8 @@ def measure(cases: Sequence[tuple[str, dict[str, Any]]] = CASES, once: bool = Fa
             if once:
                 continue
             if variant == RING_VARIANT:  # its check took a counter: every one is fresh for the timing
-                for counters in made["ring"]:
-                    counters.zero_()
+                for sync, _ in made["ring"]:
+                    sync.zero_()  # the counters are a view of its tail
             timing = time_gpu(call, options)
             entry[variant] = {"ms": timing.median_ms, "method": timing.method, "samples": len(timing.samples_ms),
                               "rel_error": error}

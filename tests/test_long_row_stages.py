@@ -1,8 +1,9 @@
 """The long-row stage experiment's seams: the pieces-alone tensor, the launch that takes its
-counters from a ring (under the Triton interpreter), and the report's arithmetic."""
+exchange buffers from a ring (under the Triton interpreter), and the report's arithmetic."""
 
 from __future__ import annotations
 
+from autotune.kernels.softmax_resident import piece_layout
 from experiments import long_row_stages as stages
 from tests.conftest import run_report_script
 
@@ -12,26 +13,28 @@ assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
 from experiments.long_row_stages import launcher
 
-native = {"CHUNK": 1024, "STREAM_LOADS": 1, "num_warps": 4, "num_stages": 1}
+from autotune.kernels.softmax_resident import exchange_buffer
+
+native = {"CHUNK": 1024, "STREAM_LOADS": 1, "COUNT_ARRIVALS": 0, "num_warps": 4, "num_stages": 1}
 x = torch.randn((3, 1000), dtype=torch.float32)
-ring = [torch.zeros(4, dtype=torch.int32) for _ in range(3)]
+ring = [exchange_buffer(3, 1, torch.device("cpu")) for _ in range(3)]
 out = torch.full_like(x, float("nan"))
-call = launcher(native, x, out, counters=ring)
+call = launcher(native, x, out, buffers=ring)
 outs = []
 for _ in range(2):
     out.fill_(float("nan"))
     call()
     outs.append(float((out.double() - torch.softmax(x.double(), dim=-1)).abs().max()))
-print("REPORT " + json.dumps({"errors": outs, "tickets": [int(r[0]) for r in ring]}))
+print("REPORT " + json.dumps({"errors": outs, "tickets": [int(sync[0]) for sync, _ in ring]}))
 """
 
 
 def test_pieces_alone_have_the_long_rows_pieces_and_no_exchange():
-    pieces, width = stages.piece_layout(100000, 8192)
+    pieces, width = piece_layout(100000, 8192)
     assert (pieces, width) == (13, 7696)  # 100000 shared out evenly, 16-aligned
     rows, alone_width = stages.pieces_alone_shape(2048, 100000, 8192)
     assert (rows, alone_width) == (2048 * 13, 7696)
-    assert stages.piece_layout(alone_width, 8192) == (1, alone_width)  # one piece a row: nothing to wait for
+    assert piece_layout(alone_width, 8192) == (1, alone_width)  # one piece a row: nothing to wait for
     assert 0 <= rows * alone_width - 2048 * 100000 < 2048 * 16 * 13  # at most the rounding of each piece
 
 

@@ -33,6 +33,15 @@ for name, x in (("sliced", wide[1:5, 3:1003]), ("strided", wide[:, ::2]), ("tran
 x = torch.zeros((2, 3000), dtype=torch.float32)
 x[1, 2999], x[1, 0] = 80.0, -80.0
 report["extremes"] = softmax_run(spec.triton_launch(config(4096), x), torch.softmax(x.double(), dim=-1))
+from tests.partials_kernel import round_trip
+inf, nan = float("inf"), float("nan")
+maxes = torch.tensor([0.0, -1.5, 1e-40, -inf, inf, nan, 3.0e38, -0.0], dtype=torch.float32)
+sums = torch.tensor([1.0, 7.25, 1.0e30, nan, nan, nan, 1.0, 12000.5], dtype=torch.float32)
+words, max_out, sum_out = torch.zeros(8, dtype=torch.int64), torch.empty(8), torch.empty(8)
+round_trip[(8,)](maxes, sums, words, max_out, sum_out, N=8)
+bits = lambda t: t.view(torch.int32).tolist()
+report["packed"] = {"zero_words": int((words == 0).sum()), "maxes": bits(maxes) == bits(max_out),
+                    "sums": bits(sums) == bits(sum_out)}
 try:
     spec.triton_launch(config(1024), x)
     report["refused"] = None
@@ -48,7 +57,7 @@ def interpreted():
 
 
 def test_one_piece_per_row_matches_the_fp64_reference(interpreted):
-    runs = {k: v for k, v in interpreted.items() if k != "refused"}
+    runs = {k: v for k, v in interpreted.items() if k not in ("refused", "packed")}
     assert len(runs) == 4 * 2 + 3 + 1
     assert_softmax_runs_match(runs, {"float16": 1e-3, "float32": 1e-5})
 
@@ -59,6 +68,13 @@ def test_sliced_strided_and_transposed_inputs_write_every_element(interpreted):
     assert sorted(n.split("/")[2] for n in names) == ["sliced", "strided", "transposed"]
     for name in names:
         assert not interpreted[name]["nan"] and interpreted[name]["rel"] < 1e-3, name
+
+
+def test_partials_survive_packing_bit_for_bit_and_a_published_word_is_never_zero(interpreted):
+    """A waiting piece takes a zero word for a piece not yet published, so no (max, sum) a piece
+    can publish may pack to 0: sums of 1 or more (the piece's max contributes exp2(0)) and NaN
+    (a row of -inf or inf), with maxes of every sign, denormals and infinities among them."""
+    assert interpreted["packed"] == {"zero_words": 0, "maxes": True, "sums": True}
 
 
 def test_waiting_pieces_are_refused_under_the_interpreter_instead_of_hanging(interpreted):
@@ -72,6 +88,7 @@ def test_space_caps_pieces_per_row_and_registers():
     spec = get_kernel("softmax-resident")
     space = spec.triton_space((2048, 100000), None)
     assert space.parameter("CHUNK").choices == (1024, 2048, 4096, 8192, 16384, 32768)
+    assert space.parameter("COUNT_ARRIVALS").choices == (0, 1)  # how a piece waits is tuned
     points = valid_points(space)
     assert points and all(p["CHUNK"] / (32 * p["num_warps"]) <= MAX_ELEMENTS_PER_THREAD for p in points)
     assert {p["CHUNK"] for p in points} == set(space.parameter("CHUNK").choices)

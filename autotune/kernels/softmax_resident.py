@@ -9,16 +9,28 @@ registers from its load to its store:
 
 1. load the piece once (marked evict-first or not: tuned), take m_i = max and
    p = exp(x - m_i), l_i = sum p;
-2. publish (m_i, l_i), announce arrival on the row's counter (release), poll it without
-   fences until every piece of the row has arrived, then acquire once;
+2. publish (m_i, l_i) as one 64-bit word (`pack_partials`), then wait until every piece of the
+   row has published;
 3. combine the row's partials (M = max m_i, L = sum l_i exp(m_i - M)) and store
    p * (exp(m_i - M) / L): one exponential per element, one multiply, no divide.
+
+The word is its own flag: it is never 0 (l_i is at least 1, or NaN), the partials start zeroed,
+and one atomic exchange writes both values at once, so a piece that reads all of its row's words
+non-zero holds their values and needs no fence.  A program's wait is where its registers sit
+idle, so it is kept to few round trips to L2.  How a piece waits is tuned (COUNT_ARRIVALS): 0
+polls the row's words themselves; 1 counts arrivals on a per-row counter, polls it, then reads
+the words (and reads again while one is still 0).  Polling the words waits one round trip less;
+with many pieces a row (512 x 262144 at CHUNK 8192 is 32) their pollers share the row's lines,
+and the counter, one word, was measured faster there on an H100.  An earlier exchange
+(partials stored plainly, a counter incremented with release and a fenced acquire after the
+poll) waited two round trips more and was measured slower at every long row.
 
 A program takes its place from a ticket (an atomic counter), not from its program id: the
 GPU does not promise to start programs in order, but every program holding a lower ticket
 than a running one has started, so the lowest unfinished row always has all its pieces
 running and no piece waits on one that cannot start.  That needs one row's pieces on the GPU
-at once, which `MAX_PIECES` keeps far below any GPU's capacity.
+at once, which `MAX_PIECES` keeps far below any GPU's capacity.  (Program ids, which skip the
+ticket's round trip, were measured a little faster, but nothing promises they are safe.)
 
 A row is shared out evenly between its pieces (`even_piece_width`), not cut into CHUNK-wide
 pieces and a remainder: every piece of a row waits for the slowest of them, and with a
@@ -29,12 +41,12 @@ Unlike `softmax-cooperative` (the same exchange), the piece is loaded with 16-by
 when rows are 16-byte aligned, is never re-read, keeps its exponentials, and the
 statistics are taken in base 2 on pre-scaled values.  Variants measured slower on an H100
 and dropped: fenced tickets and fenced polling; holding x instead of p (fewer registers, a
-second exp2 per element); a cooperative-grid launch whose programs loop over the pieces (no
-tickets, but the programs move in lockstep, so loads and stores no longer overlap), even with
-each program loading its next piece before it waits on the present one (far slower still; and
-with tickets, a program whose next piece falls in its present row waits on itself).  The Triton
-interpreter runs programs one after the other, so there a row must be one piece; the waiting
-path runs on a GPU, accuracy-gated like every measured config.
+second exp2 per element); loading the piece of the program id while the ticket is fetched
+(and again when they differ: more registers); a cooperative-grid launch whose programs loop
+over the pieces (no tickets, but the programs move in lockstep, so loads and stores no longer
+overlap).  The Triton interpreter runs programs one after the other, so there a row must be one
+piece; the waiting path runs on a GPU, accuracy-gated like every measured config, and the
+word's packing is checked under the interpreter (`tests/partials_kernel.py`).
 """
 
 from __future__ import annotations
@@ -55,24 +67,60 @@ MAX_CHUNK = 32768
 MAX_PIECES = 128  # pieces of one row that must run at once (an H100 holds thousands of programs)
 # More fp32 values per thread than this spill registers (the piece is held across the wait).
 MAX_ELEMENTS_PER_THREAD = 128
-LOG2_E = tl.constexpr(1.4426950408889634)  # a constexpr: jit code reads only those globals
+LOG2_E = tl.constexpr(1.4426950408889634)  # constexprs: jit code reads only those globals
+LOW_32_BITS = tl.constexpr(0xFFFFFFFF)
 
 
 @triton.jit
-def resident_softmax(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, n_cols, x_row_stride, x_col_stride,
-                     out_row_stride, out_col_stride, pieces_per_row, piece_width, CHUNK: tl.constexpr,
-                     PIECES_POW2: tl.constexpr, STREAM_LOADS: tl.constexpr):
-    # sync_ptr[0] hands out tickets; sync_ptr[1 + row] counts the row's pieces that arrived.  A
+def resident_softmax(x_ptr, out_ptr, sync_ptr, count_ptr, n_cols, x_row_stride, x_col_stride, out_row_stride,
+                     out_col_stride, pieces_per_row, piece_width, CHUNK: tl.constexpr, PIECES_POW2: tl.constexpr,
+                     STREAM_LOADS: tl.constexpr, COUNT_ARRIVALS: tl.constexpr):
+    # sync_ptr[0] hands out tickets, sync_ptr[1 + item] holds piece item's packed partials and
+    # count_ptr[row] counts the row's arrivals (COUNT_ARRIVALS), all zeroed before the launch.  A
     # ticket publishes no data, so it needs no ordering (relaxed: no fence around it).
-    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed")
-    _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, ticket, n_cols, x_row_stride, x_col_stride,
-                   out_row_stride, out_col_stride, pieces_per_row, piece_width, CHUNK, PIECES_POW2, STREAM_LOADS)
+    ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed").to(tl.int32)
+    _softmax_piece(x_ptr, out_ptr, sync_ptr + 1, count_ptr, ticket, n_cols, x_row_stride, x_col_stride,
+                   out_row_stride, out_col_stride, pieces_per_row, piece_width, CHUNK, PIECES_POW2, STREAM_LOADS,
+                   COUNT_ARRIVALS)
 
 
 @triton.jit
-def _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, item, n_cols, x_row_stride, x_col_stride,
-                   out_row_stride, out_col_stride, pieces_per_row, piece_width, CHUNK: tl.constexpr,
-                   PIECES_POW2: tl.constexpr, STREAM_LOADS: tl.constexpr):
+def pack_partials(piece_max, piece_sum):
+    """(max, sum) as one int64: the sum's bits high, the max's low.  Never 0, since the sum is at
+    least 1 (exp2 of the max less itself) or NaN: a zeroed word means not yet published."""
+    high = piece_sum.to(tl.int32, bitcast=True).to(tl.int64) << 32
+    return high | (piece_max.to(tl.int32, bitcast=True).to(tl.int64) & LOW_32_BITS)
+
+
+@triton.jit
+def unpack_partials(words):
+    """The (max, sum) of each word packed by `pack_partials`."""
+    maxes = (words & LOW_32_BITS).to(tl.int32).to(tl.float32, bitcast=True)
+    return maxes, (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _row_partials(words_ptr, count_ptr, row, pieces_per_row, PIECES_POW2: tl.constexpr, COUNT_ARRIVALS: tl.constexpr):
+    """Wait until every piece of `row` has published, then its pieces' words (1 past the last).
+    Polls use volatile loads and relaxed atomics, which go to L2 and order nothing: a word read
+    non-zero is the whole of what its piece wrote."""
+    pieces = tl.arange(0, PIECES_POW2)
+    present = pieces < pieces_per_row
+    first = words_ptr + row * pieces_per_row
+    if COUNT_ARRIVALS:
+        arrived = tl.atomic_add(count_ptr + row, 1, sem="relaxed", scope="gpu") + 1
+        while arrived < pieces_per_row:
+            arrived = tl.atomic_add(count_ptr + row, 0, sem="relaxed", scope="gpu")
+    words = tl.load(first + pieces, mask=present, other=1, volatile=True)
+    while tl.sum((words == 0).to(tl.int32), axis=0) > 0:
+        words = tl.load(first + pieces, mask=present, other=1, volatile=True)
+    return words
+
+
+@triton.jit
+def _softmax_piece(x_ptr, out_ptr, words_ptr, count_ptr, item, n_cols, x_row_stride, x_col_stride, out_row_stride,
+                   out_col_stride, pieces_per_row, piece_width, CHUNK: tl.constexpr, PIECES_POW2: tl.constexpr,
+                   STREAM_LOADS: tl.constexpr, COUNT_ARRIVALS: tl.constexpr):
     """Piece `item` (row item // pieces_per_row): load, publish its partials, wait for the row's
     other pieces, store p * exp(m_i - M) / L.  Column strides of 1 are specialised by Triton, so
     contiguous rows keep their vector loads.  STREAM_LOADS marks x's lines evict-first in L2
@@ -93,19 +141,11 @@ def _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, item, n_cols, x_r
     piece_sum = tl.sum(p, axis=0)
     factor = 1.0 / piece_sum
     if pieces_per_row > 1:
-        tl.store(max_ptr + item, piece_max)
-        tl.store(sum_ptr + item, piece_sum)
-        tl.debug_barrier()  # every thread's stores precede the release below
-        arrived = tl.atomic_add(sync_ptr + 1 + row, 1, sem="release", scope="gpu") + 1
-        while arrived < pieces_per_row:  # poll without fences, then acquire once
-            arrived = tl.atomic_add(sync_ptr + 1 + row, 0, sem="relaxed", scope="gpu")
-        tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire", scope="gpu")
-        tl.debug_barrier()
-        pieces = tl.arange(0, PIECES_POW2)
-        present = pieces < pieces_per_row
-        first = row * pieces_per_row
-        maxes = tl.load(max_ptr + first + pieces, mask=present, other=-float("inf"), volatile=True)
-        sums = tl.load(sum_ptr + first + pieces, mask=present, other=0.0, volatile=True)
+        tl.atomic_xchg(words_ptr + item, pack_partials(piece_max, piece_sum), sem="relaxed", scope="gpu")
+        words = _row_partials(words_ptr, count_ptr, row, pieces_per_row, PIECES_POW2, COUNT_ARRIVALS)
+        maxes, sums = unpack_partials(words)
+        present = tl.arange(0, PIECES_POW2) < pieces_per_row
+        maxes = tl.where(present, maxes, -float("inf"))
         row_max = tl.max(maxes, axis=0)
         row_sum = tl.sum(tl.where(present, sums * tl.exp2(maxes - row_max), 0.0), axis=0)
         factor = tl.exp2(piece_max - row_max) / row_sum
@@ -118,7 +158,8 @@ def _softmax_piece(x_ptr, out_ptr, max_ptr, sum_ptr, sync_ptr, item, n_cols, x_r
 def triton_space(shape: Shape, dtype: torch.dtype):
     return piece_space("softmax-resident", shape[-1], smallest=MIN_CHUNK, largest=MAX_CHUNK, max_pieces=MAX_PIECES,
                        preferred=8192, max_per_thread=MAX_ELEMENTS_PER_THREAD, num_warps=(2, 4, 8, 16, 32),
-                       default_warps=4, meta={"STREAM_LOADS": [1, 0]}, default={"STREAM_LOADS": 1})
+                       default_warps=4, meta={"STREAM_LOADS": [1, 0], "COUNT_ARRIVALS": [0, 1]},
+                       default={"STREAM_LOADS": 1, "COUNT_ARRIVALS": 0})
 
 
 def even_piece_width(n_cols: int, pieces: int) -> int:
@@ -129,27 +170,39 @@ def even_piece_width(n_cols: int, pieces: int) -> int:
     return triton.cdiv(triton.cdiv(n_cols, pieces), 16) * 16
 
 
+def exchange_buffer(n_rows: int, pieces_per_row: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """One zeroed allocation (one memset a call): the ticket and every piece's partials word
+    (int64), then a counter per row (int32); returned as (ticket and words, counters)."""
+    n_items = n_rows * pieces_per_row
+    sync = torch.zeros(1 + n_items + triton.cdiv(n_rows, 2), dtype=torch.int64, device=device)
+    return sync, sync[1 + n_items:].view(torch.int32)
+
+
+def piece_layout(n_cols: int, chunk: int) -> tuple[int, int]:
+    """(pieces per row, piece width) of a row of `n_cols` cut at `chunk`; none empty by
+    construction (an empty piece's max would be -inf)."""
+    width = even_piece_width(n_cols, triton.cdiv(n_cols, chunk))
+    return triton.cdiv(n_cols, width), width
+
+
 def launch(native: dict, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """One launch of rows x pieces programs; the partials and the zeroed counters are per call."""
+    """One launch of rows x pieces programs; the exchange buffer is zeroed per call."""
     meta, options = split_launch_config(native)
     chunk = int(meta["CHUNK"])
     if out is None:
         out = torch.empty_like(x)
     n_rows, n_cols = x.shape
-    width = even_piece_width(n_cols, triton.cdiv(n_cols, chunk))
-    pieces_per_row = triton.cdiv(n_cols, width)  # none empty by construction (an empty piece's max is -inf)
+    pieces_per_row, width = piece_layout(n_cols, chunk)
     if pieces_per_row > MAX_PIECES:
         raise ValueError(f"CHUNK={chunk} cuts a row of {n_cols} into {pieces_per_row} pieces (at most {MAX_PIECES})")
     if pieces_per_row > 1 and os.environ.get("TRITON_INTERPRET") == "1":
         raise ValueError("the Triton interpreter runs programs one at a time, so pieces that wait for each other "
                          f"would wait forever: use CHUNK >= {n_cols} there")
-    n_items = n_rows * pieces_per_row
-    partials = torch.empty((2, n_items), dtype=torch.float32, device=x.device)
-    sync = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)
-    arguments = (x, out, partials[0], partials[1], sync, n_cols, x.stride(0), x.stride(1), out.stride(0),
-                 out.stride(1), pieces_per_row, width)
-    resident_softmax[(n_items,)](*arguments, CHUNK=chunk, PIECES_POW2=triton.next_power_of_2(pieces_per_row),
-                                 STREAM_LOADS=bool(meta["STREAM_LOADS"]), **options)
+    sync, counters = exchange_buffer(n_rows, pieces_per_row, x.device)
+    resident_softmax[(n_rows * pieces_per_row,)](
+        x, out, sync, counters, n_cols, x.stride(0), x.stride(1), out.stride(0), out.stride(1), pieces_per_row, width,
+        CHUNK=chunk, PIECES_POW2=triton.next_power_of_2(pieces_per_row), STREAM_LOADS=bool(meta["STREAM_LOADS"]),
+        COUNT_ARRIVALS=bool(meta.get("COUNT_ARRIVALS", 0)), **options)
     return out
 
 
@@ -160,5 +213,6 @@ register(Kernel(
                 "between the pieces of a row, so x is read once and written once",
     **common.SPEC_FIELDS,
     space=triton_space,
-    sources=(resident_softmax, _softmax_piece, launch),
+    sources=(resident_softmax, pack_partials, unpack_partials, _row_partials, _softmax_piece, exchange_buffer,
+             launch),
 ))

@@ -27,7 +27,7 @@ TUNED_KERNELS = ("softmax", "softmax-online", "softmax-triton", "softmax-split",
 STRATEGY = "pattern"
 # A space no larger than the budget is measured whole, a larger one a seeded sample of it
 # (softmax-split and softmax-cooperative have at most 60 points, softmax-lookback 85,
-# softmax-resident 30).
+# softmax-resident 108).
 STRATEGY_FOR = {"softmax-split": "grid", "softmax-cooperative": "grid", "softmax-lookback": "grid",
                 "softmax-resident": "grid"}
 SEED_FROM = "default,heuristic,cache"
