@@ -45,6 +45,12 @@ def open_for_reading(db: str | Path = USER_DB, shipped: str | Path | None = SHIP
     return Cache.open(db, shipped=shipped)
 
 
+def read_from(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB) -> str:
+    """The files a read sees, for a report's header: "`user.db` and `cache.db`", or the one that exists."""
+    files = [Path(p) for p in (db, shipped) if p is not None and Path(p).exists()]
+    return " and ".join(f"`{p}`" for p in dict.fromkeys(files)) or f"`{db}`"
+
+
 def open_for_writing(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB) -> "Cache":
     """The user's database, created when missing, with the shipped data readable beside it."""
     from autotune.cache import Cache

@@ -155,6 +155,18 @@ def test_frozen_configs_are_valid_python(report_dir):
         assert "triton.Config(" in block or "helion.Config(" in block
 
 
+def test_report_reads_the_shipped_data_when_the_user_has_recorded_nothing(study_db, report_dir, tmp_path):
+    """On a fresh checkout there is no user.db: the report is regenerated from the shipped file,
+    names it as its source, and creates no user database."""
+    out = tmp_path / "r"
+    code = cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(tmp_path / "user.db"),
+                     "--shipped", str(study_db), "--out", str(out)])
+    assert code == 0 and not (tmp_path / "user.db").exists()
+    text = (out / "README.md").read_text()
+    assert f"Regenerated from `{study_db}` by" in text
+    assert text.split("\n", 3)[3] == (report_dir / "README.md").read_text().split("\n", 3)[3]
+
+
 def test_other_dtypes_and_untagged_sessions_are_left_out(study_db, tmp_path, capsys):
     code = cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(study_db), "--dtype", "bfloat16",
                      "--out", str(tmp_path / "r")])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.databases import open_for_reading
+from autotune.databases import SHIPPED_DB, open_for_reading
 from autotune.cache import Cache
 from autotune.experiment import experiment_tags
 from autotune.fixed_list import is_finished
@@ -92,10 +92,11 @@ def _study_sessions(cache: Cache, dtype: str) -> dict[str, dict[str, Any]]:
     return found
 
 
-def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = ()) -> list[CellResult]:
+def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = (),
+               shipped: Path | None = SHIPPED_DB) -> list[CellResult]:
     """Every recorded cell, the study's in its order first, then any other cell a session was
     tagged with (e.g. one since dropped from the definition) in the order it was recorded."""
-    cache = open_for_reading(db)
+    cache = open_for_reading(db, shipped)
     try:
         sessions = _study_sessions(cache, dtype)
         pairs = [(_cell(session), session) for session in sessions.values()]

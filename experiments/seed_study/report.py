@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from autotune.databases import read_from
 from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions
 
@@ -21,10 +22,10 @@ HELION_SEED_NOTE = ("seed/Helion's own seed is '-': no session evaluated a confi
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
-    if not options.db.exists():
-        raise UserError(f"no database {options.db}")
+    if not options.db.exists() and (options.shipped is None or not options.shipped.exists()):
+        raise UserError(f"no database {options.db}" + (f" nor {options.shipped}" if options.shipped else ""))
     selected = select_cells(options)  # refuses a dtype or shapes the study does not have
-    results = load_study(options.db, options.dtype, options.shapes)
+    results = load_study(options.db, options.dtype, options.shapes, options.shipped)
     if not results:
         at = f" at {','.join(options.shapes)}" if options.shapes else ""
         raise UserError(f"{options.db} holds no finished {d.STUDY} session for {options.dtype}{at}: run `autotune "
@@ -85,7 +86,8 @@ def render(results: list[CellResult], computed: targets.Targets, missing: list[s
     grid = f"{len(d.GRID_M)} M tiles {d.GRID_M} x {len(d.GRID_K)} K tiles {d.GRID_K} x num_warps {d.GRID_WARPS} x " \
            f"num_stages {d.GRID_STAGES}"
     out = [f"# Seed study: heuristic seeds of the matmul-epilogue family, {options.dtype}, on {', '.join(devices)}", "",
-           f"Regenerated from `{options.db}` by `autotune experiment report {options.folder} --dtype {options.dtype}` "
+           f"Regenerated from {read_from(options.db, options.shipped)} by "
+           f"`autotune experiment report {options.folder} --dtype {options.dtype}` "
            f"(`--dtype` picks the cells of one dtype; `--dtype {d.ALL_DTYPES}` reports every cell, as seed 004's "
            "targets do). The cells are seed 004's two tables. Each cell is one session: one GPU evaluator "
            "measured Helion's default config, the `matmul_epilogue_resident` rule's seed, Helion's own compiler "

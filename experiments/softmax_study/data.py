@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.databases import open_for_reading
+from autotune.databases import SHIPPED_DB, open_for_reading
 from autotune.cache import Cache, EvaluationRow
 from autotune.experiment import experiment_tags
 from autotune.history import default_row, timeline
@@ -148,11 +148,12 @@ def _study_sessions(cache: Cache, dtype: str) -> dict[tuple[str, str], dict[str,
     return found
 
 
-def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = ()) -> list[ShapeResult]:
+def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = (),
+               shipped: Path | None = SHIPPED_DB) -> list[ShapeResult]:
     """Every shape of the study that has data, in the study's order."""
     from autotune.kernels import DTYPES, get_kernel
 
-    cache = open_for_reading(db)
+    cache = open_for_reading(db, shipped)
     try:
         sessions = _study_sessions(cache, dtype)
         results = []

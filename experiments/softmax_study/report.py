@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autotune.databases import read_from
 from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions
 from autotune.export import export_config
@@ -26,9 +27,9 @@ EARLIER_SOURCE_NOTE = (f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier ve
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
-    if not options.db.exists():
-        raise UserError(f"no database {options.db}")
-    results = load_study(options.db, options.dtype, options.shapes)
+    if not options.db.exists() and (options.shipped is None or not options.shipped.exists()):
+        raise UserError(f"no database {options.db}" + (f" nor {options.shipped}" if options.shipped else ""))
+    results = load_study(options.db, options.dtype, options.shapes, options.shipped)
     if not results:
         raise UserError(f"{options.db} holds no {d.STUDY} sessions for {options.dtype}: run `autotune experiment run "
                         f"{options.folder} --dtype {options.dtype}` on a GPU machine first")
@@ -95,7 +96,8 @@ def verdict(result: ShapeResult) -> str:
 def render(results: list[ShapeResult], options: ExperimentOptions, figures: dict[str, Path]) -> str:
     devices = sorted({r.device for r in results})
     out = [f"# Softmax study, {options.dtype}, on {', '.join(devices)}", "",
-           f"Regenerated from `{options.db}` by `autotune experiment report {options.folder}`. Every time is the "
+           f"Regenerated from {read_from(options.db, options.shipped)} by "
+           f"`autotune experiment report {options.folder}`. Every time is the "
            "median of many calls with the L2 flushed before each (CUDA graphs for short kernels), every output "
            "checked against an fp64 reference (relative error column). GB/s counts the bytes a call must move "
            "(each element read and written once); '% of copy' compares with a device-to-device copy of the same "
