@@ -19,11 +19,13 @@ from autotune.task import bind_live
 from experiments import long_rows
 from experiments.softmax_study import definition as d
 
-LONG, SHORT = "8x4096", "32x128"  # stand-ins for a long-row shape and one of seed 000's
-COPY_MS = {LONG: 0.10, SHORT: 0.004}
+# Stand-ins for a long-row shape, a long row declared later to judge a revision, and one of seed 000's
+LONG, JUDGE, SHORT = "8x4096", "4x8192", "32x128"
+COPY_MS = {LONG: 0.10, JUDGE: 0.05, SHORT: 0.004}
 # kernel -> (shape -> the fake time of every config, in copies): at LONG the new kernel
-# reaches 0.95 of copy (target met), at SHORT it loses to the persistent one.
-TIMES = {"softmax-resident": {LONG: 1 / 0.95, SHORT: 2.0}, "softmax-persistent": {LONG: 1.25, SHORT: 1.5}}
+# reaches 0.95 of copy (target met), at JUDGE 0.85 (not met), at SHORT it loses to the persistent one.
+TIMES = {"softmax-resident": {LONG: 1 / 0.95, JUDGE: 1 / 0.85, SHORT: 2.0},
+         "softmax-persistent": {LONG: 1.25, JUDGE: 1.5, SHORT: 1.5}}
 
 
 def _record(cache: Cache, kernel: str, shape: str) -> None:
@@ -48,6 +50,7 @@ def summary(tmp_path_factory) -> list[dict]:
     cache.close()
     patch = pytest.MonkeyPatch()
     patch.setattr(d, "LONG_ROWS", (LONG,))
+    patch.setattr(d, "JUDGING_LONG_ROWS", (JUDGE,))
     patch.setattr(d, "SHAPES", (SHORT,))
     try:
         yield long_rows.summarise(Path(path))
@@ -57,7 +60,7 @@ def summary(tmp_path_factory) -> list[dict]:
 
 def test_each_kernel_is_measured_against_its_own_sessions_copy(summary):
     by_shape = {s["shape"]: s for s in summary}
-    assert set(by_shape) == {LONG, SHORT}
+    assert set(by_shape) == {LONG, JUDGE, SHORT}
     for shape, entry in by_shape.items():
         assert entry["copy_ms"] == pytest.approx(COPY_MS[shape])
         for row in entry["rows"]:
@@ -68,8 +71,16 @@ def test_each_kernel_is_measured_against_its_own_sessions_copy(summary):
 
 def test_the_target_is_judged_at_the_long_rows_only(summary):
     by_shape = {s["shape"]: s for s in summary}
-    assert by_shape[LONG]["met"] is True and by_shape[LONG]["long_row"]
+    assert by_shape[LONG]["met"] is True and by_shape[LONG]["long_row"] and not by_shape[LONG]["judging"]
+    assert by_shape[JUDGE]["met"] is False and by_shape[JUDGE]["long_row"] and by_shape[JUDGE]["judging"]
     assert by_shape[SHORT]["met"] is None and not by_shape[SHORT]["long_row"]
+
+
+def test_the_long_rows_that_judge_the_revision_have_a_section_of_their_own(summary):
+    text = long_rows.render(summary)
+    fitted, judging = text.split("## Long rows declared after")[0], text.split("## Long rows declared after")[1]
+    assert f"| {LONG} |" in fitted and f"| {JUDGE} |" not in fitted
+    assert f"| {JUDGE} |" in judging.split("## Seed 000")[0] and "not met" in judging.split("## Seed 000")[0]
 
 
 def test_the_best_before_the_new_kernel_is_shown_beside_the_best(summary):

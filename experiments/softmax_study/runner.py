@@ -99,7 +99,7 @@ def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, 
 def plan(options: ExperimentOptions) -> list[Any]:
     """Every job of the study for the chosen shapes, Helion's quick autotune first per shape."""
     shapes = options.shapes or d.SHAPES
-    known = d.SHAPES + d.LONG_ROWS
+    known = d.SHAPES + d.LONG_ROWS + d.JUDGING_LONG_ROWS
     unknown = [s for s in shapes if s not in known]
     if unknown:
         raise UserError(f"shape(s) {', '.join(unknown)} are not in the study (its shapes: {', '.join(known)})")
