@@ -350,8 +350,9 @@ def test_kernel_tuner_simulation_tunes_our_exported_space(h100_exports, space, s
     times = [r["time"] for r in results if "__error__" not in r]
     assert times and set(times) <= recorded[space]
     assert env["best_config"]["time"] == min(times)
-    again, _ = kernel_tuner_simulate(files[space], strategy, max_fevals=20, seed=7)
-    assert [r["time"] for r in again] == [r["time"] for r in results]
+    if space == "triton":  # the seed's effect is the wrapper's, not the space's: checked once (the Helion one is slow)
+        again, _ = kernel_tuner_simulate(files[space], strategy, max_fevals=20, seed=7)
+        assert [r["time"] for r in again] == [r["time"] for r in results]
 
 
 def test_without_restrictions_kernel_tuner_stops_on_an_unrecorded_config(h100_exports, tmp_path):
