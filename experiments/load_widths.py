@@ -72,8 +72,8 @@ def _signature(launch: Launch) -> tuple[dict[str, str], dict[str, Any], dict[tup
     return signature, constexprs, attrs
 
 
-def memory_ops(launch: Launch) -> Counter:
-    """(kind, bytes per instruction) -> count in the sm_90 PTX of the intercepted launch."""
+def sm90_ptx(launch: Launch) -> str:
+    """The sm_90 PTX of the intercepted launch, compiled on this machine (no GPU needed)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -83,8 +83,13 @@ def memory_ops(launch: Launch) -> Counter:
     options = {k: int(launch.options[k]) for k in ("num_warps", "num_stages") if k in launch.options}
     compiled = triton.compile(source, target=GPUTarget("cuda", H100["capability"], H100["warp_size"]),
                               options=options)
+    return compiled.asm["ptx"]
+
+
+def memory_ops(launch: Launch) -> Counter:
+    """(kind, bytes per instruction) -> count in the sm_90 PTX of the intercepted launch."""
     counts: Counter = Counter()
-    for kind, vector, bits in _MEMORY_OP.findall(compiled.asm["ptx"]):
+    for kind, vector, bits in _MEMORY_OP.findall(sm90_ptx(launch)):
         counts[("load" if kind == "ld" else "store", int(vector or 1) * int(bits) // 8)] += 1
     return counts
 

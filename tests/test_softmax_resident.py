@@ -131,3 +131,30 @@ def test_a_row_is_shared_out_evenly_between_pieces_none_empty_none_wider_than_ch
             assert sizes[-1] > width - 16 * pieces, (chunk, n_cols, sizes[-1], width)
     assert even_piece_width(100000, 13) == 7696
 
+
+
+@pytest.mark.parametrize("count_arrivals", [0, 1])
+def test_the_compiled_exchange_has_no_fence_and_publishes_with_one_exchange(count_arrivals):
+    """The exchange's speed rests on what it leaves out: compiled for sm_90 (on this CPU), a piece
+    publishes its packed partials with one relaxed 64-bit exchange and no instruction of the
+    kernel orders memory (no fence, no acquire or release atomic); the row's words are polled
+    with volatile loads, and only COUNT_ARRIVALS adds atomics (relaxed) on the row's counter."""
+    import re
+
+    import torch
+
+    from autotune.kernels import get_kernel
+    from experiments.load_widths import intercept, sm90_ptx
+
+    spec = get_kernel("softmax-resident")
+    native = {"CHUNK": 8192, "STREAM_LOADS": 1, "COUNT_ARRIVALS": count_arrivals, "num_warps": 4, "num_stages": 1}
+    [launch] = intercept(spec, native, spec.make_inputs((8, 100000), torch.float16, "cpu", 0))
+    ptx = sm90_ptx(launch)
+    atomics = re.findall(r"\batom\.[\w.:]+", ptx)
+    assert atomics.count("atom.global.gpu.relaxed.exch.b64") == 1
+    assert "atom.global.gpu.relaxed.add.u64" in atomics  # the ticket
+    assert all(".relaxed." in a for a in atomics), atomics
+    assert not re.search(r"\b(fence|membar)\b", ptx)
+    assert re.search(r"ld\.volatile\.global", ptx)
+    counter_adds = [a for a in atomics if a.endswith(".add.u32") or a.endswith(".add.s32")]
+    assert bool(counter_adds) == bool(count_arrivals), atomics
