@@ -317,7 +317,7 @@ def test_jobs_unpickle_where_the_private_module_does_not_exist(tmp_path):
     (["experiment", "run", str(STUDY_DIR), "--db", "x.db", "--dtype", "bfloat16"], ["GPU", "experiment report"]),
     (["experiment", "run", str(STUDY_DIR), "--dtype", "float16"], ["no float16 cells", "bfloat16"]),
     (["experiment", "run", str(STUDY_DIR), "--dtype", "bfloat16", "--shapes", "7x7x7"], ["7x7x7", "not in"]),
-    (["experiment", "report", str(STUDY_DIR), "--db", "missing.db", "--dtype", "bfloat16"], ["no database"]),
+    (["experiment", "report", str(STUDY_DIR), "--db", "missing.db", "--dtype", "bfloat16"], ["missing.db does not exist"]),
 ])
 def test_bad_requests_are_one_line(argv, words, tmp_path, capsys):
     line = assert_one_line_error(*run_main(argv, capsys))

@@ -224,7 +224,7 @@ def test_a_tune_job_records_its_experiment_tags(study_db, tmp_path):
     (["experiment", "run", str(STUDY_DIR), "--methods", "tuned nothing"], ["tuned nothing", "not in the study"]),
     (["experiment", "report", "no/such/folder"], ["no experiment folder"]),
     (["experiment", "report", str(REPO / "experiments" / "reports")], ["no __init__.py"]),
-    (["experiment", "report", str(STUDY_DIR), "--db", "missing.db"], ["no database"]),
+    (["experiment", "report", str(STUDY_DIR), "--db", "missing.db"], ["missing.db does not exist"]),
     (["experiment"], ["run or report"]),
 ])
 def test_bad_experiment_requests_are_one_line(argv, words, tmp_path, capsys):

@@ -22,8 +22,6 @@ HELION_SEED_NOTE = ("seed/Helion's own seed is '-': no session evaluated a confi
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
-    if not options.db.exists() and (options.shipped is None or not options.shipped.exists()):
-        raise UserError(f"no database {options.db}" + (f" nor {options.shipped}" if options.shipped else ""))
     selected = select_cells(options)  # refuses a dtype or shapes the study does not have
     results = load_study(options.db, options.dtype, options.shapes, options.shipped)
     if not results:

@@ -27,8 +27,6 @@ EARLIER_SOURCE_NOTE = (f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier ve
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
-    if not options.db.exists() and (options.shipped is None or not options.shipped.exists()):
-        raise UserError(f"no database {options.db}" + (f" nor {options.shipped}" if options.shipped else ""))
     results = load_study(options.db, options.dtype, options.shapes, options.shipped)
     if not results:
         raise UserError(f"{options.db} holds no {d.STUDY} sessions for {options.dtype}: run `autotune experiment run "
