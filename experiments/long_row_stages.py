@@ -4,9 +4,10 @@ the per-call reset of the exchange buffer, or the pieces themselves.
 `softmax-resident` reads and writes each byte once, against a target of 0.90 of the copy's
 bandwidth at the long rows (experiments/reports/long_rows.md).  Three things separate it from a
 copy: each call zeroes its exchange buffer (one more launch), a row's pieces wait for each other
-before they store, and every piece loads, computes and stores its whole width in one go.  The stages are placed by timing the
-same kernel under conditions that leave one of them out, each against a copy of its own tensor
-in the same process (cold L2 before every call, CUDA events, median of many):
+before they store, and every piece loads, computes and stores its whole width in one go.  The
+stages are placed by timing the same kernel under conditions that leave one of them out, each
+against a copy of its own tensor in the same process (cold L2 before every call, CUDA events,
+median of many):
 
 - `resident`: the kernel as tuned, at the long row;
 - `resident, counters zeroed beforehand`: the same launch, given exchange buffers zeroed outside
