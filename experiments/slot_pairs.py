@@ -169,7 +169,6 @@ def totals(tallies: Sequence[Tally]) -> Tally:
     return Tally(pairs, sum(t.second_faster for t in tallies), math.exp(logs / pairs))
 
 
-
 def main(argv: Sequence[str] | None = None) -> int:
     from autotune.cache_schema import CacheError
     from autotune.databases import add_arguments, open_for_reading, read_from
