@@ -89,9 +89,10 @@ def test_the_declared_shapes_are_none_the_rules_name_or_the_seed_study_measured(
     assert {"4096x32000", "1024x50257", "131072x512x512"} <= named  # the parser finds the fitted shapes
     # Only the shapes a rule was declared revised after may be named (and they are).
     assert {p.shape for p in d.PROBLEMS} & named == set(d.SEEN_BY_REVISIONS)
-    # The shapes that judge the latest change of each rule or strategy (MATMUL_REVISED judged the
-    # resident rule's first revision, and the second was fitted on them).
-    judging = (set(d.REVISED_SHAPES) | set(d.ENDS_SHAPES) | set(d.CACHE_SHAPES)
+    # The shapes that judge the latest change of each rule or strategy: the row rule's third revision,
+    # pattern-ends, the cache source (12288x10000: the third revision was fitted on 1024x196608, a
+    # rule the cache source does not read) and the resident matmul rule's second revision.
+    judging = (set(d.FEW_ROWS_SHAPES) | set(d.ENDS_SHAPES) | {"12288x10000"}
                | {p.shape for p in d.MATMUL_HOST_DESCRIPTORS})
     assert not judging & set(d.SEEN_BY_REVISIONS)
     from experiments.seed_study.definition import CELLS
@@ -616,6 +617,39 @@ def test_warm_up_binds_each_kernel_once_at_a_shape_no_job_tunes(monkeypatch):
         assert shape not in tuned and device == "cpu"
     assert bound[0][1] == tuple(n // 2 for n in d.SOFTMAX[0].dims) and bound[0][2] == "torch.float16"
     assert not {runner.warm_up_shape(p) for p in d.PROBLEMS} & tuned  # for every declared problem
+
+
+def test_runs_of_the_row_rules_second_revision_are_earlier_only_where_rows_are_few_and_long(tmp_path):
+    """The row rule's third revision changed the warm-heuristic seeds only with few long rows
+    (`heuristics.row_reduction.few_long_rows`): a run recorded under the second revision's seeds is
+    kept apart and planned again there, and stays current where rows are many."""
+    from heuristics.device import H100_SM_COUNT
+    from heuristics.row_reduction import LONG_ROW, PERSISTENT_MAX_ROWS_PER_SM, few_long_rows
+
+    many = PERSISTENT_MAX_ROWS_PER_SM * H100_SM_COUNT + 1
+    few_rows = d.Problem("softmax-triton", f"64x{LONG_ROW}", "float16")
+    many_rows = d.Problem("softmax-triton", f"{many}x{LONG_ROW}", "float16")
+    assert few_long_rows(64, LONG_ROW, H100_SM_COUNT) and not few_long_rows(many, LONG_ROW, H100_SM_COUNT)
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    for problem in (few_rows, many_rows):
+        task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+        for seed, version in ((1, d.TWO_PASS_SEEDS), (2, d.seeds_version(problem, d.WARM_HEURISTIC))):
+            _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0,
+                    seed_from=d.SEED_FROM[d.WARM_HEURISTIC], costs=lambda p: 1.0 + hashed_cost(p),
+                    extra={"seeds": version})
+    cache.close()
+    assert d.seeds_version(few_rows, d.WARM_HEURISTIC) != d.TWO_PASS_SEEDS
+    assert recorded_keys(db, None) == {run_key(few_rows, d.WARM_HEURISTIC, "pattern" + EARLIER_SEEDS, 1),
+                                       run_key(few_rows, d.WARM_HEURISTIC, "pattern", 2),
+                                       run_key(many_rows, d.WARM_HEURISTIC, "pattern", 1),
+                                       run_key(many_rows, d.WARM_HEURISTIC, "pattern", 2)}
+    plan = runner.Plan(problems=(few_rows, many_rows), arms=(d.WARM_HEURISTIC,), strategies=("pattern",),
+                       seeds=(1, 2), shipped=None)
+    assert [(j.problem, j.seed) for j in runner.plan_jobs(plan, recorded_keys(db, None))] == [(few_rows, 1)]
+    # Runs recorded before the second revision are earlier at every long row, few or many.
+    assert d.seeds_changed_at(many_rows, d.WARM_HEURISTIC, None)
+    assert not d.seeds_changed_at(d.Problem("softmax", f"64x{LONG_ROW - 1}", "float16"), d.WARM_HEURISTIC, None)
 
 
 def test_matmul_runs_seeded_before_the_resident_rules_revision_are_kept_apart(tmp_path):

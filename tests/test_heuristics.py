@@ -130,43 +130,75 @@ def long_row_task():
     return bind_live(get_kernel("softmax"), (64, 32000), torch.float16, "cpu")
 
 
+# 64 rows on 2 SMs is many rows per SM (the measured two-pass config's regime, 4096 rows on 132);
+# on the H100's 132 SMs they are few.
+MANY_ROWS_DEVICE = DeviceLimits("two SMs", H100.smem_per_block, sm_count=2, source="test")
+
+
+def _rule_seeds(task, device):
+    return [s for s in analyse(task, device=device).outcome.seeds if s.rule == rr.NAME]
+
+
+def _two_pass(seeds):
+    return [s for s in seeds if s.params.get("load_eviction_policies[0]") == "last" and s.params["pid_type"] == "flat"]
+
+
 def test_long_rows_get_the_measured_two_pass_config(long_row_task):
-    seeds = seeds_for(long_row_task)
+    assert not rr.few_long_rows(64, 32000, MANY_ROWS_DEVICE.sm_count)
+    seeds = _rule_seeds(long_row_task, MANY_ROWS_DEVICE)
     padded = 32768
     resident = seeds[0].params
     assert resident["num_warps"] == padded // (32 * rr.RESIDENT_ELEMENTS_PER_THREAD)
     assert resident["reduction_loops[0]"] >= 32000
-    two_pass = [s.params for s in seeds if s.params.get("load_eviction_policies[0]") == "last"]
+    two_pass = [s.params for s in _two_pass(seeds)]
     # half the padded row (32 values a thread, the measured best), then 16 values a thread
     assert [p["reduction_loops[0]"] for p in two_pass] == [padded // 2, 16 * 32 * 16] == [16384, 8192]
     for p in two_pass:
         assert (p["num_warps"], p["num_stages"], p["pid_type"]) == (16, 3, "flat")
         evictions = [p[f"load_eviction_policies[{i}]"] for i in range(4)]
         assert evictions == ["last", "last", "first", ""]  # three reads (max, sum, write); the last evicts
+    assert not [s for s in seeds if s.params["pid_type"] == rr.PERSISTENT_PID]
 
 
 @pytest.mark.parametrize("row", [49152, 65536, 131072])
 def test_two_pass_chunks_of_wider_rows_stay_at_32_and_16_values_a_thread(row):
     # Half the padded row would be 32768 or more: 64+ values a thread over 16 warps.
-    seeds = seeds_for(bind_live(get_kernel("softmax"), (64, row), torch.float16, "cpu"))
-    two_pass = [s for s in seeds if s.params.get("load_eviction_policies[0]") == "last"]
+    task = bind_live(get_kernel("softmax"), (64, row), torch.float16, "cpu")
+    two_pass = _two_pass(_rule_seeds(task, MANY_ROWS_DEVICE))
     assert [s.params["reduction_loops[0]"] for s in two_pass] == [16384, 8192]
     assert [s.constants["TWO_PASS_ELEMENTS_PER_THREAD"] for s in two_pass] == [32, 16]
     assert "32 values a thread" in two_pass[0].reason and "half the padded row" not in two_pass[0].reason
+    # With few rows per SM the same values a thread spread over 32 warps: chunks twice as long.
+    few = _two_pass(_rule_seeds(task, H100))
+    assert [(s.params["reduction_loops[0]"], s.params["num_warps"]) for s in few] == [(32768, 32), (16384, 32)]
+    assert [s.constants["TWO_PASS_ELEMENTS_PER_THREAD"] for s in few] == [32, 16]
+
+
+def test_few_long_rows_get_persistent_programs_with_the_two_pass_chunk_and_hints(long_row_task):
+    wide = bind_live(get_kernel("softmax"), (64, 131072), torch.float16, "cpu")
+    for task, chunk in ((wide, 32768), (long_row_task, 16384)):  # 32 a thread, or half the padded row
+        seeds = _rule_seeds(task, H100)
+        (persistent,) = [s.params for s in seeds if s.params["pid_type"] == rr.PERSISTENT_PID]
+        first = _two_pass(seeds)[0].params
+        assert first["reduction_loops[0]"] == persistent["reduction_loops[0]"] == chunk
+        assert persistent["num_warps"] == rr.FEW_ROWS_WARPS == 32
+        assert persistent["num_stages"] == rr.PERSISTENT_STAGES
+        assert persistent["num_sm_multiplier"] == rr.PERSISTENT_SM_MULTIPLIER
+        hints = [f"load_eviction_policies[{i}]" for i in range(4)]
+        assert [persistent[h] for h in hints] == [first[h] for h in hints] == ["last", "last", "first", ""]
 
 
 def test_persistent_seed_only_with_few_rows_per_sm(long_row_task):
     def persistent(device):
-        outcome = analyse(long_row_task, device=device).outcome
-        return [s for s in outcome.seeds if s.params["pid_type"] == rr.PERSISTENT_PID]
+        return [s for s in _rule_seeds(long_row_task, device) if s.params["pid_type"] == rr.PERSISTENT_PID]
 
-    many_sms = DeviceLimits("many", H100.smem_per_block, sm_count=64 // rr.PERSISTENT_MAX_ROWS_PER_SM, source="test")
-    few_sms = dataclasses.replace(many_sms, sm_count=64 // rr.PERSISTENT_MAX_ROWS_PER_SM - 1)
-    (seed,) = persistent(many_sms)
-    assert seed.params["reduction_loops[0]"] == rr.PERSISTENT_CHUNK and seed.params["num_warps"] == 32
-    assert seed.params["num_sm_multiplier"] == rr.PERSISTENT_SM_MULTIPLIER
-    assert seed.params["range_multi_buffers[0]"] is True
-    assert persistent(few_sms) == []
+    at_bound = DeviceLimits("bound", H100.smem_per_block, sm_count=64 // rr.PERSISTENT_MAX_ROWS_PER_SM, source="test")
+    past_bound = dataclasses.replace(at_bound, sm_count=64 // rr.PERSISTENT_MAX_ROWS_PER_SM - 1)
+    assert rr.few_long_rows(64, 32000, at_bound.sm_count) and not rr.few_long_rows(64, 32000, past_bound.sm_count)
+    (seed,) = persistent(at_bound)
+    assert seed.params["num_warps"] == rr.FEW_ROWS_WARPS
+    assert persistent(past_bound) == []
+    assert not rr.few_long_rows(64, rr.LONG_ROW - 1, at_bound.sm_count)  # short rows never
 
 
 def test_the_row_rule_does_not_fire_on_a_matmul_epilogue(family_facts):

@@ -241,6 +241,7 @@ def _reached(run: Run, summary: ProblemSummary, allowed: float) -> bool:
 REVISED_SUBJECT = ", on the shapes declared after the warm seeds' revision"
 LATER_STRATEGY_SUBJECT = ", on the shapes declared after it"
 CACHE_SUBJECT = ", on the shapes declared after the cache source's change"
+FEW_ROWS_SUBJECT = ", on the shapes declared after the row rule's third revision"
 
 
 def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRATEGIES) -> list[Verdict]:
@@ -269,6 +270,11 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
     result += [_time_target(summaries, d.WARM_CACHE, s, d.WARM_WALL_SHARE, changed,
                             where="each shape declared after the cache source's change", subject=CACHE_SUBJECT)
                for s in strategies]
+    # Where the row rule's third revision (few long rows) is judged: the shapes declared after it.
+    few_rows = [p for p in d.SOFTMAX if p.shape in d.FEW_ROWS_SHAPES]
+    result += [_time_target(summaries, d.WARM_HEURISTIC, s, d.WARM_WALL_SHARE, few_rows,
+                            where="each shape declared after the row rule's third revision",
+                            subject=FEW_ROWS_SUBJECT) for s in strategies]
     result.append(_seed_target(summaries, d.MATMUL, "matmul cells"))
     # Where each revision of the resident rule is judged: the cells declared after it, by its seeds.
     result.append(_seed_target(summaries, d.MATMUL_HOST_DESCRIPTORS, HOST_SUBJECT))

@@ -60,14 +60,21 @@ ENDS_SHAPES = ("2560x40000", "10240x20480")
 # it.  A long row between two recorded long rows (padded to 256K values, as 512x262144 is) and a
 # middle width of many rows whose nearest recorded shapes are a wider and a narrower row.
 CACHE_SHAPES = ("1024x196608", "12288x10000")
+# Declared after the warm-heuristic runs at the fifteen shapes above had led to the row rule's
+# third revision (heuristics/row_reduction.py: FEW_ROWS_WARPS), before anything was measured on
+# them: its five shapes with few long rows (at most 16 rows per SM: 2048x100000, 512x262144,
+# 768x160000, 1536x131072, 1024x196608) are fitted for it, and these two judge it: a row padded
+# to 256K values between two recorded ones, and a row that is five chunks of 16384 exactly.
+FEW_ROWS_SHAPES = ("1280x150000", "1792x81920")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms): two long rows (the row rule), three first matmul cells (the resident rule's
 # first revision) and three cells of MATMUL_REVISED (its second).
 SEEN_BY_REVISIONS = ("4096x65536", "2048x100000", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048",
-                     "16384x2048x2048", "65536x512x1280", "32768x768x2048")
-SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES
+                     "16384x2048x2048", "65536x512x1280", "32768x768x2048", "512x262144", "768x160000",
+                     "1536x131072", "1024x196608")
+SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -128,7 +135,11 @@ WARM_ARMS = (WARM_HEURISTIC, WARM_CACHE)
 # seeds there three variants of one looped config of the nearest shape): the cache source takes
 # the fastest config of each of the nearest shapes (autotune/seeds.py).  Every shape here is
 # fitted for it; it is judged on shapes declared after it.
-SEEDS_VERSION = {WARM_HEURISTIC: "two-pass at 32 and 16 a thread", WARM_CACHE: "carried, one per nearest shape"}
+# The row rule's third revision (FEW_ROWS_SHAPES) changed the warm-heuristic seeds only where
+# rows are few and long (heuristics.row_reduction.few_long_rows); runs of its second revision
+# elsewhere had the present seeds.
+TWO_PASS_SEEDS = "two-pass at 32 and 16 a thread"
+SEEDS_VERSION = {WARM_HEURISTIC: "few long rows at 32 warps", WARM_CACHE: "carried, one per nearest shape"}
 # At the matmul cells the warm-heuristic arm's seeds changed with each revision of the resident
 # rule: the first (MATMUL_REVISED) changed them at every cell; the second (MATMUL_HOST_DESCRIPTORS)
 # only where the rule's seed loads through descriptors, so runs of the first revision's seeds
@@ -181,9 +192,15 @@ def seeds_changed_at(problem: Problem, arm: str, recorded: str | None = None,
             return any(value == "tensor_descriptor" for seed in rule_seeds for value in seed.values())
         return True
     if arm == WARM_HEURISTIC:
-        from heuristics.row_reduction import LONG_ROW
+        from heuristics.device import H100_SM_COUNT  # the device every run of this study was recorded on
+        from heuristics.row_reduction import LONG_ROW, few_long_rows
 
-        return problem.family == "softmax" and problem.dims[-1] >= LONG_ROW
+        if problem.family != "softmax":
+            return False
+        rows, row = problem.dims
+        if recorded == TWO_PASS_SEEDS:  # the third revision changed the seeds of few long rows only
+            return few_long_rows(rows, row, H100_SM_COUNT)
+        return row >= LONG_ROW
     return arm in SEEDS_VERSION
 
 

@@ -100,7 +100,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            f"{len(d.SOFTMAX_SHAPES) - len(d.CACHE_SHAPES)} softmax shapes above (the fastest config of each of "
            "the nearest shapes, not the nearest shape's fastest configs alone): those shapes are fitted for that "
            f"change, and {' and '.join(d.CACHE_SHAPES)}, declared after it before anything was measured on them, "
-           "judge it."
+           "judge it. "
+           "The row rule was revised a third time after the warm-heuristic runs at those "
+           f"{len(d.SOFTMAX_SHAPES) - len(d.FEW_ROWS_SHAPES)} shapes (32 warps for its two-pass and persistent "
+           "seeds where rows are few and long, at most 16 a SM): the five such shapes are fitted for it, runs "
+           "there with the earlier seeds are labelled '(earlier seeds)', and "
+           f"{' and '.join(d.FEW_ROWS_SHAPES)}, declared after it before anything was measured on them, judge it."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
