@@ -124,24 +124,25 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
              "MAX_WARPS": MAX_WARPS, "MAX_ELEMENTS_PER_THREAD": MAX_ELEMENTS_PER_THREAD})
     if row >= LONG_ROW:
         few = few_long_rows(fact.rows, row, device.sm_count)
-        warps = FEW_ROWS_WARPS if few else TWO_PASS_WARPS
+        pass_warps = FEW_ROWS_WARPS if few else TWO_PASS_WARPS
         evictions, hints = _evictions(fact, space)
-        chunks = [min(padded // TWO_PASS_CHUNK_DIVISOR, warps * 32 * n) for n in TWO_PASS_ELEMENTS_PER_THREAD]
+        half = padded // TWO_PASS_CHUNK_DIVISOR
+        chunks = [min(half, pass_warps * 32 * n) for n in TWO_PASS_ELEMENTS_PER_THREAD]
         for per_thread, chunk in zip(TWO_PASS_ELEMENTS_PER_THREAD, chunks):
-            share = "half the padded row" if chunk == padded // TWO_PASS_CHUNK_DIVISOR else f"{per_thread} values a thread"
-            add({fact.loop_slot: chunk, "num_warps": warps, "num_stages": TWO_PASS_STAGES, "pid_type": "flat"},
-                evictions, f"long row: looped in chunks of {chunk} ({share}), {warps} warps, "
+            share = "half the padded row" if chunk == half else f"{per_thread} values a thread"
+            add({fact.loop_slot: chunk, "num_warps": pass_warps, "num_stages": TWO_PASS_STAGES, "pid_type": "flat"},
+                evictions, f"long row: looped in chunks of {chunk} ({share}), {pass_warps} warps, "
                 f"{TWO_PASS_STAGES} stages{hints}",
                 {"LONG_ROW": LONG_ROW, "TWO_PASS_CHUNK_DIVISOR": TWO_PASS_CHUNK_DIVISOR,
                  "TWO_PASS_ELEMENTS_PER_THREAD": per_thread, "TWO_PASS_WARPS": TWO_PASS_WARPS,
                  "FEW_ROWS_WARPS": FEW_ROWS_WARPS, "PERSISTENT_MAX_ROWS_PER_SM": PERSISTENT_MAX_ROWS_PER_SM,
                  "TWO_PASS_STAGES": TWO_PASS_STAGES, "KEEP_IN_L2": KEEP_IN_L2, "EVICT_AFTER": EVICT_AFTER})
         if few:
-            add({fact.loop_slot: chunks[0], "num_warps": warps, "num_stages": PERSISTENT_STAGES,
+            add({fact.loop_slot: chunks[0], "num_warps": pass_warps, "num_stages": PERSISTENT_STAGES,
                  "pid_type": PERSISTENT_PID},
                 {"num_sm_multiplier": PERSISTENT_SM_MULTIPLIER, **evictions},
                 f"{fact.rows} rows on {device.sm_count} SMs: persistent interleaved programs, chunks of "
-                f"{chunks[0]}, {warps} warps{hints}",
+                f"{chunks[0]}, {pass_warps} warps{hints}",
                 {"FEW_ROWS_WARPS": FEW_ROWS_WARPS, "PERSISTENT_STAGES": PERSISTENT_STAGES,
                  "PERSISTENT_SM_MULTIPLIER": PERSISTENT_SM_MULTIPLIER,
                  "PERSISTENT_MAX_ROWS_PER_SM": PERSISTENT_MAX_ROWS_PER_SM, "sm_count": device.sm_count,

@@ -69,8 +69,9 @@ FEW_ROWS_SHAPES = ("1280x150000", "1792x81920")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
-# for the warm arms): two long rows (the row rule), three first matmul cells (the resident rule's
-# first revision) and three cells of MATMUL_REVISED (its second).
+# for the warm arms): two long rows (the row rule's second revision) and the four other shapes
+# with few long rows (its third), three first matmul cells (the resident rule's first revision)
+# and three cells of MATMUL_REVISED (its second).
 SEEN_BY_REVISIONS = ("4096x65536", "2048x100000", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048",
                      "16384x2048x2048", "65536x512x1280", "32768x768x2048", "512x262144", "768x160000",
                      "1536x131072", "1024x196608")
