@@ -62,9 +62,9 @@ ENDS_SHAPES = ("2560x40000", "10240x20480")
 CACHE_SHAPES = ("1024x196608", "12288x10000")
 # Declared after the warm-heuristic runs at the fifteen shapes above had led to the row rule's
 # third revision (heuristics/row_reduction.py: FEW_ROWS_WARPS), before anything was measured on
-# them: its five shapes with few long rows (at most 16 rows per SM: 2048x100000, 512x262144,
-# 768x160000, 1536x131072, 1024x196608) are fitted for it, and these two judge it: a row padded
-# to 256K values between two recorded ones, and a row that is five chunks of 16384 exactly.
+# them: its five shapes with few long rows (at most 16 rows per SM: FEW_ROWS_FITTED) are fitted
+# for it, and these two judge it: a row padded to 256K values between two recorded ones, and a
+# row that is five chunks of 16384 exactly.
 FEW_ROWS_SHAPES = ("1280x150000", "1792x81920")
 # The shapes the third revision was fitted on: no longer held out for the warm-heuristic arm, so
 # the verdict on the shapes declared after the second revision leaves 1536x131072 out.
@@ -72,12 +72,11 @@ FEW_ROWS_FITTED = ("2048x100000", "512x262144", "768x160000", "1536x131072", "10
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
-# for the warm arms): two long rows (the row rule's second revision) and the four other shapes
-# with few long rows (its third), three first matmul cells (the resident rule's first revision)
-# and three cells of MATMUL_REVISED (its second).
-SEEN_BY_REVISIONS = ("4096x65536", "2048x100000", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048",
-                     "16384x2048x2048", "65536x512x1280", "32768x768x2048", "512x262144", "768x160000",
-                     "1536x131072", "1024x196608")
+# for the warm arms): 4096x65536 and 2048x100000 (the row rule's second revision; the second
+# comes in with the rest of FEW_ROWS_FITTED, its third), three first matmul cells (the resident
+# rule's first revision) and three cells of MATMUL_REVISED (its second).
+SEEN_BY_REVISIONS = ("4096x65536", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048",
+                     "16384x2048x2048", "65536x512x1280", "32768x768x2048") + FEW_ROWS_FITTED
 SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
