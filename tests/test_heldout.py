@@ -371,15 +371,49 @@ def test_target_verdicts_follow_the_rows(heldout_db, heldout_report):
 
 
 # -- the runner ---------------------------------------------------------------------------------------
+def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_how_many(tmp_path):
+    """Helion's search is random: with several Helion quick runs at a problem, the targets' reference
+    (its final time and its wall time) is the median over them, and the verdict names their number."""
+    problem = d.Problem("softmax", "64x512", "float16")
+    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    picks = [task.space.sample(random.Random(n)) for n in (1, 2, 3)]
+    assert len({canonical_json(task.candidate(p).params) for p in picks}) == 3
+    picked_ms = (1.9, 1.4, 1.2)  # the median is neither the first, the last, the fastest nor the mean
+    costs = _costs(task, [(task.space.default, 2.5), *zip(picks, picked_ms)])
+    walls = (160.0, 130.0, 90.0)
+    for seed, (pick, wall) in enumerate(zip(picks, walls), start=1):
+        _record(cache, task, arm=d.HELION_QUICK, strategy=d.NATIVE, seed=seed, setup_s=0.5, seeds=[("user", pick)],
+                seed_from="", costs=costs, budget=1, fixed=pick,
+                extra={"helion_job_s": wall, "helion_wall_s": wall - 5.0, "helion_configs": 3,
+                       "helion_timeline": HELION_LOG})
+    _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=costs)
+    cache.close()
+    runs = load_runs(db, None)
+    (summary,) = analysis.summarise(runs, problems=(problem,))
+    finals = sorted(r.final_ms for r in runs if r.arm == d.HELION_QUICK)
+    assert finals == pytest.approx(sorted(ms * RETIMED for ms in picked_ms))
+    assert summary.helion_ms == pytest.approx(statistics.median(finals))
+    assert summary.helion_wall_s == pytest.approx(statistics.median(walls))
+    verdict = analysis._time_target([summary], d.COLD, "pattern", d.COLD_WALL_SHARE, (problem,))
+    (detail,) = verdict.details
+    assert f"of {statistics.median(walls) * d.COLD_WALL_SHARE:.1f} s allowed" in detail
+    assert "Helion quick 3 runs)" in detail
+
+
 def test_the_plan_skips_recorded_runs_and_reruns_cut_short_ones(heldout_db):
     plan = runner.Plan(problems=(MATMUL,), arms=(d.HELION_QUICK, d.COLD, d.WARM_HEURISTIC), strategies=("pattern",),
                        seeds=(1, 2, 3), shipped=None)
     recorded = recorded_keys(heldout_db, None)
     jobs = runner.plan_jobs(plan, recorded)
+    # Helion quick runs with our arms' seeds: the fixture recorded its seed 1 only.
+    assert d.HELION_SEEDS == d.SEEDS
     assert [(j.arm, j.strategy, j.seed) for j in jobs] == [
+        (d.HELION_QUICK, d.NATIVE, 2), (d.HELION_QUICK, d.NATIVE, 3),
         (d.COLD, "pattern", 2), (d.COLD, "pattern", 3), (d.WARM_HEURISTIC, "pattern", 3)]
     everything = runner.plan_jobs(runner.replace(plan, again=True), recorded)
-    assert len(everything) == 1 + 2 * 3 and isinstance(everything[0], runner.HelionQuickJob)
+    assert len(everything) == 3 + 2 * 3 and all(isinstance(j, runner.HelionQuickJob) for j in everything[:3])
     assert runner.select(runner.Plan(), ["32768x1000"], ["cold"]).problems == (SOFTMAX,)
     with pytest.raises(UserError, match="not in the experiment"):
         runner.select(runner.Plan(), ["7x7"])

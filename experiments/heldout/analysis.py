@@ -225,9 +225,11 @@ def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share
         took = mine.to_helion
         ok = took.median <= allowed
         failed |= not ok
+        helion = summary.arm(d.HELION_QUICK, d.NATIVE)
+        references = len(helion.runs) if helion is not None else 0
         details.append(f"{problem.shape}: {took.text()} s of {allowed:.1f} s allowed "
-                       f"({sum(_reached(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time): "
-                       f"{'met' if ok else 'not met'}")
+                       f"({sum(_reached(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time; "
+                       f"Helion quick {references} run{'' if references == 1 else 's'}): {'met' if ok else 'not met'}")
     status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
     target = f"within {d.WITHIN:.0%} of Helion quick at {where} in at most 1/{round(1 / share)} of its wall time"
     return Verdict(target, f"{arm} {strategy}{subject}", status, details)

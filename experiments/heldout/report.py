@@ -121,7 +121,9 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "in its timer, scaled so its best equals our re-timing of its pick. **final µs** is the answer re-timed "
            "by our harness (our final re-benchmark; Helion's pick re-timed). **best from** is where each run's "
            "answer came from: the search, a seed (heuristic, cache) or the default. Each cell is the median "
-           "[range] over the runs (seeds); 'never' is a run that did not get there. Our arms measure every config "
+           "[range] over the runs (seeds); 'never' is a run that did not get there. Helion quick's search is "
+           "random too: the targets read its final time and its wall time as the median over its runs, and each "
+           "verdict says how many runs that is. Our arms measure every config "
            f"anew (nothing reused), timing each config for about {d.TIMING_MS:g} ms of kernel time; a strategy "
            "labelled '@250ms' is a run recorded under another timing target (`--timing-ms`), and one labelled "
            "'(earlier version)' a run of the strategy's source before its last change (sessions record the hash of "
@@ -159,7 +161,11 @@ def problem_section(summary: ProblemSummary) -> list[str]:
         lines.append(f"Best time anyone found: {_ms(summary.best_ms)} µs ({best_run.arm} {best_run.strategy} "
                      f"seed {best_run.seed}, session {best_run.session_id}).")
     if summary.helion_ms is not None:
-        lines.append(f"Helion quick: {_ms(summary.helion_ms)} µs in {summary.helion_wall_s:.0f} s of wall time.")
+        helion = summary.arm(d.HELION_QUICK, d.NATIVE)
+        runs = len(helion.runs) if helion is not None else 0
+        over = "its one run" if runs == 1 else f"the median over its {runs} runs"
+        lines.append(f"Helion quick: {_ms(summary.helion_ms)} µs in {summary.helion_wall_s:.0f} s of wall time "
+                     f"({over}).")
     if summary.seed.ms is not None:
         lines.append(f"Heuristic seed ({summary.seed.kind}): {_ms(summary.seed.ms)} µs, "
                      f"{summary.ratio(summary.seed):.3f}x the best found.")
