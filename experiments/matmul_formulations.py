@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,8 +364,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         speedups = [r[f"{formulation}_speedup_vs_compile"] for r in rows if r[f"{formulation}_speedup_vs_compile"]]
         summary[f"{formulation}_beats_compile"] = sum(x > 1 for x in speedups)
         summary[f"{formulation}_at_09_of_compile"] = sum(x >= 0.9 for x in speedups)
-        summary[f"{formulation}_geomean_speedup_vs_compile"] = (math.exp(sum(map(math.log, speedups)) / len(speedups))
-                                                               if speedups else None)
+        summary[f"{formulation}_geomean_speedup_vs_compile"] = statistics.geometric_mean(speedups) if speedups else None
     return summary
 
 

@@ -2,8 +2,10 @@
 
 A seed rule's constant claims that one value of a slot beats another (a program order, host-built
 descriptors, a load hint).  This compares the claim with the data without a GPU.  In every recorded
-space of the chosen kernels, configs that differ in that slot alone are paired, each at its fastest
-accurate search-time measurement.  For each space the report gives the number of pairs, how many
+space of the chosen kernels, configs that differ in that slot alone are paired, each at its time as
+the project's one oracle over recorded data answers it (`autotune.simulation.oracle`: the median of
+its accurate search-time measurements' medians; a config that never ran accurately is left out), so
+this report and a replay or simulation of the same space never disagree about a config.  For each space the report gives the number of pairs, how many
 the second value won, and the geometric mean of first / second (above 1: the second is faster).  It
 gives them over all pairs and over the pairs near the space's best (both within `--near` of the
 fastest config measured there), which is where a rule's seed has to be right.
@@ -24,6 +26,7 @@ import fnmatch
 import json
 import math
 import shlex
+import statistics
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,8 +46,7 @@ class Tally:
 
     @classmethod
     def of(cls, ratios: Sequence[float]) -> "Tally":
-        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
-        return cls(len(ratios), sum(r > 1 for r in ratios), geomean)
+        return cls(len(ratios), sum(r > 1 for r in ratios), statistics.geometric_mean(ratios) if ratios else None)
 
 
 @dataclass(frozen=True)
@@ -58,39 +60,36 @@ class SpacePairs:
     near_best: Tally
 
 
-def _fastest(points: list[tuple[dict[str, Any], Any]]) -> dict[str, tuple[dict[str, Any], float]]:
-    """The fastest accurate time of each measured point, by its parameters."""
-    fastest: dict[str, tuple[dict[str, Any], float]] = {}
-    for point, result in points:
-        if not result.ok or result.median_ms is None:
-            continue
-        key = json.dumps(point, sort_keys=True, default=str)
-        if key not in fastest or result.median_ms < fastest[key][1]:
-            fastest[key] = (point, result.median_ms)
-    return fastest
+def accurate_times(oracle: Any) -> dict[str, tuple[dict[str, Any], float]]:
+    """Each recorded config the oracle answers as accurate: its point and its time, by config key."""
+    times: dict[str, tuple[dict[str, Any], float]] = {}
+    for key, point in oracle.points.items():
+        result = oracle.result(key)
+        if result is not None and result.ok and result.median_ms is not None:
+            times[key] = (point, result.median_ms)
+    return times
 
 
-def pair_ratios(points: list[tuple[dict[str, Any], Any]], slot: str, first: Any, second: Any,
+def pair_ratios(times: dict[str, tuple[dict[str, Any], float]], slot: str, first: Any, second: Any,
                 near: float) -> tuple[list[float], list[float]]:
-    """first / second time of every pair of points that differ in `slot` alone (all of them, and
-    those with both within `near` of the fastest point)."""
-    fastest = _fastest(points)
-    if not fastest:
+    """first / second time of every pair of configs that differ in `slot` alone (all of them, and
+    those with both within `near` of the fastest config)."""
+    if not times:
         return [], []
-    best = min(ms for _, ms in fastest.values())
+    best = min(ms for _, ms in times.values())
     by_rest: dict[str, dict[Any, float]] = {}
-    for point, ms in fastest.values():
+    for point, ms in times.values():
         if slot not in point:
             continue
         rest = json.dumps({k: v for k, v in point.items() if k != slot}, sort_keys=True, default=str)
         by_rest.setdefault(rest, {})[json.dumps(point[slot], default=str)] = ms
     a, b = json.dumps(first, default=str), json.dumps(second, default=str)
     every, close = [], []
-    for times in by_rest.values():
-        if a in times and b in times:
-            every.append(times[a] / times[b])
-            if max(times[a], times[b]) <= near * best:
-                close.append(times[a] / times[b])
+    for times_here in by_rest.values():
+        if a in times_here and b in times_here:
+            every.append(times_here[a] / times_here[b])
+            if max(times_here[a], times_here[b]) <= near * best:
+                close.append(times_here[a] / times_here[b])
     return every, close
 
 
@@ -117,10 +116,13 @@ def kernel_names(patterns: Sequence[str]) -> list[str]:
 def summarise(cache: Any, kernels: Sequence[str], slot: str, first: Any, second: Any, near: float,
               dtype: str | None = None) -> list[SpacePairs]:
     """Every recorded space of the kernels with at least one pair, most pairs first."""
+    from autotune.simulation.oracle import Oracle
+
     found = []
     for kernel in kernels:
         for record in cache.find_spaces(kernel, dtype=dtype):
-            every, close = pair_ratios(cache.measured_points(record.fingerprint), slot, first, second, near)
+            oracle = Oracle.from_cache(cache, record.fingerprint, record.space.names)
+            every, close = pair_ratios(accurate_times(oracle), slot, first, second, near)
             if every:
                 found.append(SpacePairs(kernel, "x".join(map(str, record.shape)), record.dtype, record.device,
                                         record.fingerprint, Tally.of(every), Tally.of(close)))
@@ -138,7 +140,8 @@ def render(spaces: list[SpacePairs], slot: str, first: Any, second: Any, near: f
     one, two = f"`{_shown(first)}`", f"`{_shown(second)}`"
     lines = [f"# `{slot}`: {one} against {two}, all else equal", "",
              f"Generated by `{command}` from {read}. In each recorded space, configs that "
-             f"differ in `{slot}` alone are paired, each at its fastest accurate search-time measurement. "
+             f"differ in `{slot}` alone are paired, each at its time as the project's oracle over recorded data "
+             "answers it (the median of its accurate search-time measurements' medians). "
              f"'{two} faster' counts the pairs the second value won; the ratio is the geometric mean of "
              f"{one} / {two} (above 1: {two} is faster). 'Near the best' keeps the pairs whose two configs are "
              f"both within {near:g}x of the fastest config measured in their space. Pairs come from searches, so "

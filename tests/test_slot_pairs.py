@@ -5,35 +5,43 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 import pytest
 import torch
 
+from autotune.simulation.oracle import Oracle
 from autotune.task import bind_live
 from autotune.types import Result, Status
 from experiments import slot_pairs
 from tests.conftest import record_fake_session
 
 
-def _ok(ms: float) -> Result:
-    return Result("k", Status.OK, median_ms=ms)
+def _row(point: dict, ms: float, status: Status = Status.OK) -> tuple[dict, Result]:
+    return point, Result(json.dumps(point, sort_keys=True), status, median_ms=ms)
 
 
-def test_only_configs_differing_in_the_slot_alone_pair_each_at_its_fastest_accurate_time():
-    points = [
-        ({"a": 1, "slot": "x"}, _ok(1.2)), ({"a": 1, "slot": "x"}, _ok(1.0)),  # measured twice: 1.0 counts
-        ({"a": 1, "slot": "y"}, _ok(0.8)),
-        ({"a": 2, "slot": "x"}, _ok(2.0)), ({"a": 2, "slot": "y"}, _ok(2.5)),
-        ({"a": 2, "slot": "y"}, Result("k", Status.WRONG_RESULT, median_ms=0.1)),  # inaccurate: never counted
-        ({"a": 3, "slot": "x"}, _ok(0.9)),  # no partner
-        ({"a": 4, "slot": "z"}, _ok(0.9)), ({"a": 4, "slot": "y"}, _ok(0.9)),  # a third value: not compared
+def test_only_configs_differing_in_the_slot_alone_pair_each_at_the_oracles_answer():
+    rows = [
+        _row({"a": 1, "slot": "x"}, 1.2), _row({"a": 1, "slot": "x"}, 1.0),  # measured twice: the median, 1.1
+        _row({"a": 1, "slot": "y"}, 0.8),
+        _row({"a": 2, "slot": "x"}, 2.0), _row({"a": 2, "slot": "y"}, 2.5),
+        _row({"a": 2, "slot": "y"}, 0.1, Status.WRONG_RESULT),  # inaccurate: never counted
+        _row({"a": 3, "slot": "x"}, 0.9),  # no partner
+        _row({"a": 3, "slot": "y"}, 0.2, Status.WRONG_RESULT),  # its partner never ran accurately
+        _row({"a": 4, "slot": "z"}, 0.9), _row({"a": 4, "slot": "y"}, 0.9),  # a third value: not compared
+        _row({"a": 5, "slot": "x", "old": 1}, 0.1), _row({"a": 5, "slot": "y", "old": 1}, 9.0),  # another space's
     ]
-    every, close = slot_pairs.pair_ratios(points, "slot", "x", "y", near=1.25)
-    assert sorted(every) == [pytest.approx(0.8), pytest.approx(1.25)]
-    # The fastest config is 0.8 ms, so near the best means both within 1.0 ms: only the a=1 pair.
-    assert close == [pytest.approx(1.25)]
+    times = slot_pairs.accurate_times(Oracle.from_rows(rows, ["a", "slot"]))
+    # The replay's and the simulation's answer for the twice-measured config, read the same way.
+    assert times[json.dumps({"a": 1, "slot": "x"}, sort_keys=True)][1] == pytest.approx(1.1)
+    every, close = slot_pairs.pair_ratios(times, "slot", "x", "y", near=1.5)
+    assert sorted(every) == [pytest.approx(0.8), pytest.approx(1.375)]
+    # The fastest config is 0.8 ms, so near the best means both within 1.2 ms: only the a=1 pair.
+    assert close == [pytest.approx(1.375)]
     tally = slot_pairs.Tally.of(every)
-    assert (tally.pairs, tally.second_faster) == (2, 1) and tally.geomean_first_over_second == pytest.approx(1.0)
+    assert (tally.pairs, tally.second_faster) == (2, 1)
+    assert tally.geomean_first_over_second == pytest.approx(math.sqrt(0.8 * 1.375))
 
 
 def test_totals_weigh_each_space_by_its_pairs():
@@ -64,13 +72,14 @@ def test_the_report_counts_the_pairs_the_recorded_session_holds(recorded, tmp_pa
     report = json.loads((tmp_path / "slot_pairs_num_warps.json").read_text())
     # Counted here independently, from the session's rows.
     cache = Cache.open(recorded)
-    times: dict[tuple, dict[int, float]] = {}
+    measured: dict[tuple, dict[int, list[float]]] = {}
     for row in cache.session_evaluations(1):
         if row.generation >= 0 and row.result.ok:
             rest = tuple(sorted((k, v) for k, v in row.candidate.params.items() if k != "num_warps"))
             warps = row.candidate.params["num_warps"]
-            times.setdefault(rest, {})[warps] = min(row.result.median_ms, times.get(rest, {}).get(warps, math.inf))
+            measured.setdefault(rest, {}).setdefault(warps, []).append(row.result.median_ms)
     cache.close()
+    times = {rest: {w: statistics.median(ms) for w, ms in by_warps.items()} for rest, by_warps in measured.items()}
     ratios = [t[4] / t[8] for t in times.values() if 4 in t and 8 in t]
     [space] = report["spaces"]
     assert space["kernel"] == "softmax-triton" and space["shape"] == "64x1000"

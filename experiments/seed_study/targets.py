@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import statistics
 from dataclasses import dataclass
 
 from . import definition as d
@@ -67,7 +67,7 @@ def within(result: CellResult) -> bool:
 
 def geomean(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None and v > 0]
-    return math.exp(sum(math.log(v) for v in present) / len(present)) if present else None
+    return statistics.geometric_mean(present) if present else None
 
 
 def _x(value: float | None) -> str:
