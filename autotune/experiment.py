@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from rich.rule import Rule
 
@@ -73,13 +73,25 @@ def experiment_tags(session_options: dict[str, Any]) -> dict[str, Any]:
     return {"study": tags} if isinstance(tags, str) and tags else {}
 
 
-class Experiment(Protocol):
-    def run(self, options: ExperimentOptions, console: Any) -> None: ...
+@dataclass(frozen=True)
+class LoadedExperiment:
+    """An experiment package with its two functions, taken once when it was loaded.
 
-    def report(self, options: ExperimentOptions, console: Any) -> Path: ...
+    Why not the package itself: Python sets every submodule it imports on its package, so once
+    a `report.py` beside the package's `report()` is imported (an `__init__.py` that imports it
+    lazily does so on its first report), `package.report` is that module, and a second report in
+    the same process would call a module."""
+
+    module: ModuleType
+    run: Callable[[ExperimentOptions, Any], None]
+    report: Callable[[ExperimentOptions, Any], Path]
+
+    @property
+    def name(self) -> str:
+        return self.module.__name__
 
 
-def load_experiment(folder: str | Path) -> Experiment:
+def load_experiment(folder: str | Path) -> LoadedExperiment:
     """Import the experiment package at `folder`; a clear error if it is not one."""
     path = Path(folder)
     init = path / "__init__.py"
@@ -92,10 +104,20 @@ def load_experiment(folder: str | Path) -> Experiment:
         module = importlib.import_module(dotted)
     else:
         module = _load_private(path, init)
-    missing = [attr for attr in ("run", "report") if not callable(getattr(module, attr, None))]
+    functions = {name: protocol_function(module, name) for name in ("run", "report")}
+    missing = [name for name, function in functions.items() if function is None]
     if missing:
         raise UserError(f"{folder} is not an experiment: its __init__.py lacks {' and '.join(missing)}()")
-    return _as_experiment(module)
+    return LoadedExperiment(module, **functions)  # type: ignore[arg-type]  # both checked above
+
+
+def protocol_function(module: ModuleType, name: str) -> Callable[..., Any] | None:
+    """The package's `name()`; where its submodule of that name shadows it (imported since, see
+    `LoadedExperiment`), that submodule's own `name()`, which such a package's function calls."""
+    found = getattr(module, name, None)
+    if isinstance(found, ModuleType) and found.__name__ == f"{module.__name__}.{name}":
+        found = getattr(found, name, None)
+    return found if callable(found) else None
 
 
 def _importable_name(path: Path) -> str | None:
@@ -140,10 +162,6 @@ def _load_private(path: Path, init: Path) -> ModuleType:
         else:
             cloudpickle.register_pickle_by_value(module)
     return module
-
-
-def _as_experiment(module: ModuleType) -> Experiment:
-    return module  # type: ignore[return-value]  # checked above: it has run() and report()
 
 
 def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptions, console: Any,

@@ -36,6 +36,7 @@ from experiments.heldout import analysis
 from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
+from experiments.heldout.report import helion_spread
 from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, foreign_sessions, load_runs, recorded_keys, run_key,
                                       without_study)
 from search_spaces.space import canonical_json
@@ -400,6 +401,11 @@ def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_ho
     (detail,) = verdict.details
     assert f"of {statistics.median(walls) * d.COLD_WALL_SHARE:.1f} s allowed" in detail
     assert "Helion quick 3 runs)" in detail
+    # The report lists each run's final and wall time in seed order, and how far apart they are.
+    section = "\n".join(helion_spread([summary]))
+    shown = " / ".join(f"{ms * RETIMED * 1e3:.1f}" for ms in picked_ms)
+    assert f"| {problem.label} | 1, 2, 3 | {shown} | {max(picked_ms) / min(picked_ms):.3f} | 160 / 130 / 90 | " \
+           f"{160 / 90:.2f} |" in section
 
 
 def test_the_plan_skips_recorded_runs_and_reruns_cut_short_ones(heldout_db):
@@ -641,7 +647,7 @@ def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
 def test_warm_up_binds_each_kernel_once_at_a_shape_no_job_tunes(monkeypatch):
     import autotune.task
 
-    from experiments.heldout import runner
+    from experiments.heldout import report, runner
 
     bound = []
     monkeypatch.setattr(autotune.task, "bind_live", lambda spec, shape, dtype, device: bound.append(

@@ -42,7 +42,7 @@ FIXTURE = {
 
 def _modules() -> tuple[ModuleType, ModuleType]:
     """The study's runner and definition, as `autotune experiment` loads them."""
-    name = load_experiment(STUDY_DIR).__name__
+    name = load_experiment(STUDY_DIR).name
     return import_module(name + ".runner"), import_module(name + ".definition")
 
 

@@ -121,7 +121,7 @@ def test_each_shape_says_what_its_tuning_cost_against_helion_quick(report_dir):
 def test_a_tuned_best_within_the_timing_noise_is_a_tie_not_a_win():
     from importlib import import_module
 
-    report = import_module(load_experiment(STUDY_DIR).__name__ + ".report")
+    report = import_module(load_experiment(STUDY_DIR).name + ".report")
     from experiments.softmax_study.data import MethodRow, ShapeResult
 
     def shape(nbytes: int, tuned_ms: float) -> ShapeResult:
@@ -178,7 +178,7 @@ def test_runner_plans_every_job_and_skips_recorded_ones(study_db):
     study = load_experiment(STUDY_DIR)
     from importlib import import_module
 
-    runner = import_module(study.__name__ + ".runner")
+    runner = import_module(study.name + ".runner")
     options = ExperimentOptions(folder=STUDY_DIR, db=study_db, out=Path("unused"), shapes=("32x128",))
     jobs = runner.plan(options)
     # Helion quick first, then every tuned kernel of the definition in its order (the list grows
@@ -203,7 +203,7 @@ def test_a_tune_job_records_its_experiment_tags(study_db, tmp_path):
     study = load_experiment(STUDY_DIR)
     from importlib import import_module
 
-    runner = import_module(study.__name__ + ".runner")
+    runner = import_module(study.name + ".runner")
     db = tmp_path / "copy.db"
     shutil.copy(study_db, db)
     outcome = runner.TuneJob("softmax-triton", "4096x4096", "float16", budget=3, seconds=30)(db)
@@ -241,7 +241,7 @@ def test_study_jobs_pickle_for_workers(tmp_path):
     import shutil
 
     study = load_experiment(STUDY_DIR)
-    assert study.__name__ == "experiments.softmax_study"
+    assert study.name == "experiments.softmax_study"
     from experiments.softmax_study.runner import TuneJob
 
     job = TuneJob("softmax-split", "1024x50257", "float16", budget=60, seconds=25)
@@ -249,7 +249,7 @@ def test_study_jobs_pickle_for_workers(tmp_path):
     copy = tmp_path / "my_study"
     shutil.copytree(STUDY_DIR, copy, ignore=shutil.ignore_patterns("report", "__pycache__"))
     private = load_experiment(copy)
-    assert private.__name__.startswith("_autotune_experiment_my_study_") and callable(private.report)
+    assert private.name.startswith("_autotune_experiment_my_study_") and callable(private.report)
 
 
 def test_rows_measured_on_an_earlier_kernel_source_are_marked(study_db, tmp_path):
