@@ -146,11 +146,35 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
     for verdict in present + apart:
         if verdict.details:
             out += [f"{verdict.subject}:", ""] + [f"- {line}" for line in verdict.details] + [""]
+    out += helion_spread(summaries)
     for name, path in figures.items():
         out += [f"![{name}]({path.name})", ""]
     for summary in summaries:
         out += problem_section(summary)
     return "\n".join(out) + "\n"
+
+
+def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
+    """Helion quick from seed to seed, where it ran more than once: how far apart its runs' final
+    times and wall times are (every target's reference is their median)."""
+    rows = []
+    for summary in summaries:
+        helion = summary.arm(d.HELION_QUICK, d.NATIVE)
+        runs = sorted(helion.runs, key=lambda r: r.seed) if helion is not None else []
+        finals = [r.final_ms for r in runs if r.final_ms is not None and math.isfinite(r.final_ms)]
+        walls = [r.wall_s for r in runs if r.wall_s is not None]
+        if len(finals) < 2 or len(walls) < 2:
+            continue
+        rows.append(f"| {summary.problem.label} | {', '.join(str(r.seed) for r in runs)} | "
+                    f"{' / '.join(_ms(ms) for ms in finals)} | {max(finals) / min(finals):.3f} | "
+                    f"{' / '.join(f'{w:.0f}' for w in walls)} | {max(walls) / min(walls):.2f} |")
+    if not rows:
+        return []
+    return ["## Helion quick, seed to seed", "",
+            "Helion quick's search is random: where it ran more than once, its runs' final times and wall times "
+            "(each run's, in seed order) and the slowest over the fastest. Every target above reads their median.",
+            "", "| problem | seeds | final µs | slowest / fastest | wall s | longest / shortest |",
+            "|---|---|---|---:|---|---:|", *rows, ""]
 
 
 def problem_section(summary: ProblemSummary) -> list[str]:
