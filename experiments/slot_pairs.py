@@ -5,8 +5,9 @@ descriptors, a load hint).  This compares the claim with the data without a GPU.
 space of the chosen kernels, configs that differ in that slot alone are paired, each at its time as
 the project's one oracle over recorded data answers it (`autotune.simulation.oracle`: the median of
 its accurate search-time measurements' medians; a config that never ran accurately is left out), so
-this report and a replay or simulation of the same space never disagree about a config.  For each space the report gives the number of pairs, how many
-the second value won, and the geometric mean of first / second (above 1: the second is faster).  It
+this report and a replay or simulation of the same space never disagree about a config.  For each
+space the report gives the number of pairs, how many the second value won, and the geometric mean
+of first / second (above 1: the second is faster).  It
 gives them over all pairs and over the pairs near the space's best (both within `--near` of the
 fastest config measured there), which is where a rule's seed has to be right.
 
@@ -30,7 +31,10 @@ import statistics
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from autotune.simulation.oracle import Oracle
 
 REPORT_PREFIX = "slot_pairs"
 
@@ -60,7 +64,7 @@ class SpacePairs:
     near_best: Tally
 
 
-def accurate_times(oracle: Any) -> dict[str, tuple[dict[str, Any], float]]:
+def accurate_times(oracle: "Oracle") -> dict[str, tuple[dict[str, Any], float]]:
     """Each recorded config the oracle answers as accurate: its point and its time, by config key."""
     times: dict[str, tuple[dict[str, Any], float]] = {}
     for key, point in oracle.points.items():
