@@ -36,7 +36,7 @@ from experiments.heldout import analysis
 from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
-from experiments.heldout.report import helion_spread
+from experiments.heldout.report import helion_spread, in_short
 from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, foreign_sessions, load_runs, recorded_keys, run_key,
                                       without_study)
 from search_spaces.space import canonical_json
@@ -406,6 +406,36 @@ def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_ho
     shown = " / ".join(f"{ms * RETIMED * 1e3:.1f}" for ms in picked_ms)
     assert f"| {problem.label} | 1, 2, 3 | {shown} | {max(picked_ms) / min(picked_ms):.3f} | 160 / 130 / 90 | " \
            f"{160 / 90:.2f} |" in section
+
+
+def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
+    """The headline picks, per target, the present strategy met at the most shapes: never runs kept
+    apart, nor a verdict on a subset of the shapes, however many of those it met."""
+    every = "within 2% of Helion quick at every softmax shape in at most 1/5 of its wall time"
+    subset = "within 2% of Helion quick at each shape declared after pattern-ends in at most 1/5 of its wall time"
+
+    def verdict(subject, target, met, missed=(), unmeasured=()):
+        status = "not met" if missed else "met" if not unmeasured else f"not yet measured at {', '.join(unmeasured)}"
+        return analysis.Verdict(target, subject, status, [], list(met), list(missed), list(unmeasured))
+
+    judged = [
+        verdict(f"{d.COLD} pattern", every, ["a", "b"], missed=["c"]),
+        verdict(f"{d.COLD} pattern-ends", every, ["a", "b", "c"], missed=["d"]),
+        verdict(f"{d.COLD} evolution", every, [], unmeasured=["a", "b", "c", "d"]),
+        verdict(f"{d.COLD} pattern (earlier version)", every, ["a", "b", "c", "d"]),  # kept apart
+        verdict(f"{d.COLD} pattern-ends{LATER_STRATEGY_SUBJECT}", subset, ["c", "d", "e", "f", "g"]),
+        verdict(f"{d.WARM_HEURISTIC} pattern", every, ["a"], unmeasured=["b", "c", "d"]),
+        verdict(f"{d.WARM_HEURISTIC} evolution", every, ["a"], unmeasured=["b"]),
+        verdict("matmul cells", "heuristic seed within 5% of the best found", ["x"], missed=["y"]),
+    ]
+    picked = dict(analysis.headline(judged))
+    assert picked["cold"] is judged[1]
+    assert picked["warm"] is judged[6]  # met at as many, with fewer shapes not yet measured
+    assert picked["warm from the cache"] is None
+    assert picked["matmul seeds"] is judged[7]
+    text = "\n".join(in_short(judged))
+    assert f"| cold | {d.COLD} pattern-ends | **not met** (met at 3 of 4) | d | - | {every} |" in text
+    assert "| warm from the cache | - | nothing recorded |" in text
 
 
 def test_the_plan_skips_recorded_runs_and_reruns_cut_short_ones(heldout_db):

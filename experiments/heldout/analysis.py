@@ -201,6 +201,9 @@ class Verdict:
     subject: str
     status: str  # "met", "not met", or "not yet measured at ..." (none failed so far)
     details: list[str]
+    met_at: list[str] = field(default_factory=list)  # the shapes or cells where the target was met
+    missed_at: list[str] = field(default_factory=list)  # ... where it was not
+    unmeasured: list[str] = field(default_factory=list)  # ... where nothing was recorded yet
 
     @property
     def met(self) -> bool:
@@ -214,7 +217,7 @@ class Verdict:
 
 def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share: float,
                  declared: Sequence[Problem], where: str = "every softmax shape", subject: str = "") -> Verdict:
-    details, failed, missing = [], False, []
+    details, met_at, missed_at, missing = [], [], [], []
     for problem in declared:
         summary = next((s for s in summaries if s.problem == problem), None)
         mine = summary.arm(arm, strategy) if summary else None
@@ -224,15 +227,19 @@ def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share
         allowed = summary.helion_wall_s * share
         took = mine.to_helion
         ok = took.median <= allowed
-        failed |= not ok
+        (met_at if ok else missed_at).append(problem.shape)
         helion = summary.arm(d.HELION_QUICK, d.NATIVE)
         references = len(helion.runs) if helion is not None else 0
         details.append(f"{problem.shape}: {took.text()} s of {allowed:.1f} s allowed "
                        f"({sum(_reached(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time; "
                        f"Helion quick {references} run{'' if references == 1 else 's'}): {'met' if ok else 'not met'}")
-    status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
     target = f"within {d.WITHIN:.0%} of Helion quick at {where} in at most 1/{round(1 / share)} of its wall time"
-    return Verdict(target, f"{arm} {strategy}{subject}", status, details)
+    return Verdict(target, f"{arm} {strategy}{subject}", _status(missed_at, missing), details, met_at, missed_at,
+                   missing)
+
+
+def _status(missed_at: list[str], missing: list[str]) -> str:
+    return "not met" if missed_at else "met" if not missing else f"not yet measured at {', '.join(missing)}"
 
 
 def _reached(run: Run, summary: ProblemSummary, allowed: float) -> bool:
@@ -291,6 +298,26 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
     return result
 
 
+# Issue 24's targets as its text names them, and the arm each one judges ("matmul cells": the seed target).
+ISSUE_TARGETS = (("cold", d.COLD), ("warm", d.WARM_HEURISTIC), ("warm from the cache", d.WARM_CACHE),
+                 ("matmul seeds", None))
+
+
+def headline(judged: Sequence[Verdict]) -> list[tuple[str, Verdict | None]]:
+    """For each of the issue's targets, its verdict over every softmax shape (or matmul cell) for the
+    arm's best present strategy: the most places met, then the fewest not yet measured.  Runs kept
+    apart (an earlier version, earlier seeds, another timing target) never stand for an arm."""
+    present = [v for v in judged if not v.of_runs_kept_apart]
+    best: list[tuple[str, Verdict | None]] = []
+    for name, arm in ISSUE_TARGETS:
+        if arm is None:
+            candidates = [v for v in present if v.subject == "matmul cells"]
+        else:
+            candidates = [v for v in present if v.subject.startswith(f"{arm} ") and "every softmax shape" in v.target]
+        best.append((name, max(candidates, key=lambda v: (len(v.met_at), -len(v.unmeasured)), default=None)))
+    return best
+
+
 HOST_SUBJECT = "matmul cells declared after the rule's second revision"
 FIRST_REVISION_SUBJECT = "matmul cells declared after the rule's first revision, by its seeds"
 
@@ -300,7 +327,7 @@ def _seed_target(summaries: list[ProblemSummary], cells: Sequence[Problem], subj
                  earlier: bool = False) -> Verdict:
     """The heuristic seed (`figure`: the present seed source's, by default) within SEED_NEAR of
     the best found at each cell; with `earlier`, only at the cells where such runs were recorded."""
-    details, failed, missing = [], False, []
+    details, met_at, missed_at, missing = [], [], [], []
     for problem in cells:
         summary = next((s for s in summaries if s.problem == problem), None)
         seed = None if summary is None else figure(summary)
@@ -310,8 +337,8 @@ def _seed_target(summaries: list[ProblemSummary], cells: Sequence[Problem], subj
             continue
         ratio = summary.ratio(seed)
         ok = ratio is not None and ratio <= 1 + d.SEED_NEAR
-        failed |= not ok
+        (met_at if ok else missed_at).append(problem.label)
         shown = "no heuristic seed ran" if ratio is None else f"{seed.kind} {ratio:.3f}x the best found"
         details.append(f"{problem.label}: {shown}: {'met' if ok else 'not met'}")
-    status = "not met" if failed else "met" if not missing else f"not yet measured at {', '.join(missing)}"
-    return Verdict(f"heuristic seed within {d.SEED_NEAR:.0%} of the best found", subject, status, details)
+    return Verdict(f"heuristic seed within {d.SEED_NEAR:.0%} of the best found", subject,
+                   _status(missed_at, missing), details, met_at, missed_at, missing)

@@ -18,7 +18,7 @@ from autotune.experiment import ExperimentOptions
 
 from . import definition as d
 from . import plots
-from .analysis import ArmSummary, ProblemSummary, Verdict, summarise, verdicts
+from .analysis import ArmSummary, ProblemSummary, Verdict, headline, summarise, verdicts
 from .data import load_runs, other_kernels
 
 
@@ -135,7 +135,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "quick's included). A runner that did not yet start the fork server early left it to its first job, "
            "whose set-up is then several times the others'; one that did not yet bind each kernel first left the "
            "kernel's first binding to its first job (about a second more: `set_up.bind_s` in that session).", "",
-           "## Targets", ""]
+           *in_short(judged), "## Targets", ""]
     present = [v for v in judged if not v.of_runs_kept_apart]
     apart = [v for v in judged if v.of_runs_kept_apart]
     header = ["| subject | target | status |", "|---|---|---|"]
@@ -152,6 +152,24 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
     for summary in summaries:
         out += problem_section(summary)
     return "\n".join(out) + "\n"
+
+
+def in_short(judged: list[Verdict]) -> list[str]:
+    """The issue's four targets, each for its arm's best strategy, before the full list."""
+    rows = []
+    for name, verdict in headline(judged):
+        if verdict is None:
+            rows.append(f"| {name} | - | nothing recorded | | | |")
+            continue
+        judged_at = len(verdict.met_at) + len(verdict.missed_at) + len(verdict.unmeasured)
+        rows.append(f"| {name} | {verdict.subject} | **{verdict.status.split(' at ')[0]}** (met at "
+                    f"{len(verdict.met_at)} of {judged_at}) | {', '.join(verdict.missed_at) or '-'} | "
+                    f"{', '.join(verdict.unmeasured) or '-'} | {verdict.target} |")
+    return ["## In short", "",
+            "Each of the issue's targets for the arm's strategy that met it at the most shapes (or cells); every "
+            "verdict, with its figures, is in the next section.", "",
+            "| target | arm and strategy | status | not met at | not yet measured at | target in full |",
+            "|---|---|---|---|---|---|", *rows, ""]
 
 
 def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
@@ -237,7 +255,10 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str,
     finite = (lambda v: v if v is not None and math.isfinite(v) else None)  # noqa: E731
     return {
         "targets": [{"subject": v.subject, "target": v.target, "status": v.status, "met": v.met,
-                     "details": v.details} for v in judged],
+                     "details": v.details, "met_at": v.met_at, "missed_at": v.missed_at,
+                     "not_yet_measured_at": v.unmeasured} for v in judged],
+        "in_short": [{"target": name, "subject": v.subject if v else None, "status": v.status if v else None}
+                     for name, v in headline(judged)],
         "problems": [{
             "kernel": s.problem.kernel, "shape": s.problem.shape, "dtype": s.problem.dtype, "best_ms": s.best_ms,
             "helion_ms": s.helion_ms, "helion_wall_s": s.helion_wall_s, "seed_ms": s.seed.ms,
