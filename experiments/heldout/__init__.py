@@ -6,8 +6,8 @@ declared before anything was measured on them, used by no seed rule and no recor
     autotune experiment run|report experiments/heldout            # the same through the protocol
 
 Per problem: Helion quick run natively and timed from its job's start; our `cold`,
-`warm-heuristic` and `warm-cache` arms, each with pattern and evolution and three seeds.  See
-definition.py for the shapes, arms and targets.
+`warm-heuristic` and `warm-cache` arms, each with the strategies of `definition.STRATEGIES`; every
+arm, Helion quick's included, with three seeds.  See definition.py for the shapes, arms and targets.
 """
 
 from __future__ import annotations
