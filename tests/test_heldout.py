@@ -404,6 +404,8 @@ def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_ho
     # The report lists each run's final and wall time in seed order, and how far apart they are.
     section = "\n".join(helion_spread([summary]))
     shown = " / ".join(f"{ms * RETIMED * 1e3:.1f}" for ms in picked_ms)
+    assert "Helion quick runs behind each reference (their median): 1 softmax shape with 3 runs." \
+        in in_short([], [summary])
     assert f"| {problem.label} | 1, 2, 3 | {shown} | {max(picked_ms) / min(picked_ms):.3f} | 160 / 130 / 90 | " \
            f"{160 / 90:.2f} |" in section
 

@@ -70,6 +70,7 @@ def _starts(arm: ArmSummary) -> str:
 def render(summaries: list[ProblemSummary], judged: list[Verdict], options: ExperimentOptions,
            figures: dict[str, Path], others: dict[str, list[str]] | None = None) -> str:
     out = [f"# Held-out shapes: our tuning against Helion quick ({d.STUDY})", "",
+           *in_short(judged, summaries), "## How the study was run", "",
            f"Regenerated from `{options.db}` (with the shipped data beside it) by "
            "`python -m experiments.heldout.report`. "
            "The shapes were declared in `experiments/heldout/definition.py` before anything was measured on them; "
@@ -135,7 +136,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "quick's included). A runner that did not yet start the fork server early left it to its first job, "
            "whose set-up is then several times the others'; one that did not yet bind each kernel first left the "
            "kernel's first binding to its first job (about a second more: `set_up.bind_s` in that session).", "",
-           *in_short(judged), "## Targets", ""]
+           "## Targets", ""]
     present = [v for v in judged if not v.of_runs_kept_apart]
     apart = [v for v in judged if v.of_runs_kept_apart]
     header = ["| subject | target | status |", "|---|---|---|"]
@@ -154,8 +155,9 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
     return "\n".join(out) + "\n"
 
 
-def in_short(judged: list[Verdict]) -> list[str]:
-    """The issue's four targets, each for its arm's best strategy, before the full list."""
+def in_short(judged: list[Verdict], summaries: Sequence[ProblemSummary] = ()) -> list[str]:
+    """The issue's four targets, each for its arm's best strategy, before the full list; and how many
+    Helion quick runs the references rest on."""
     rows = []
     for name, verdict in headline(judged):
         if verdict is None:
@@ -166,10 +168,32 @@ def in_short(judged: list[Verdict]) -> list[str]:
                     f"{len(verdict.met_at)} of {judged_at}) | {', '.join(verdict.missed_at) or '-'} | "
                     f"{', '.join(verdict.unmeasured) or '-'} | {verdict.target} |")
     return ["## In short", "",
-            "Each of the issue's targets for the arm's strategy that met it at the most shapes (or cells); every "
-            "verdict, with its figures, is in the next section.", "",
+            "Each of the issue's targets for the arm's strategy that met it at the most shapes (or cells); how the "
+            "study was run, which shapes each change was fitted on and judged at, and every verdict with its "
+            "figures follow.", "",
             "| target | arm and strategy | status | not met at | not yet measured at | target in full |",
-            "|---|---|---|---|---|---|", *rows, ""]
+            "|---|---|---|---|---|---|", *rows, "", *_references(summaries)]
+
+
+FAMILIES = (("softmax", "softmax shape", "softmax shapes"), ("matmul", "matmul cell", "matmul cells"))
+
+
+def _references(summaries: Sequence[ProblemSummary]) -> list[str]:
+    """'Helion quick runs behind each reference: 13 softmax shapes with 2 runs, 4 with 1; ...'."""
+    parts = []
+    for family, one, many in FAMILIES:
+        counts: Counter[int] = Counter()
+        for summary in summaries:
+            if summary.problem.family == family:
+                helion = summary.arm(d.HELION_QUICK, d.NATIVE)
+                counts[len(helion.runs) if helion is not None else 0] += 1
+        groups = []
+        for i, (runs, n) in enumerate(sorted(counts.items(), reverse=True)):
+            noun = f" {one if n == 1 else many}" if i == 0 else ""
+            groups.append(f"{n}{noun} with {runs} run{'' if runs == 1 else 's'}")
+        if groups:
+            parts.append(", ".join(groups))
+    return [f"Helion quick runs behind each reference (their median): {'; '.join(parts)}.", ""] if parts else []
 
 
 def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
