@@ -141,6 +141,11 @@ class ProblemSummary:
     def arm(self, arm: str, strategy: str) -> ArmSummary | None:
         return next((a for a in self.arms if (a.arm, a.strategy) == (arm, strategy)), None)
 
+    @property
+    def helion_runs(self) -> list[Run]:
+        """Helion quick's runs here, in seed order: the targets' reference is their median."""
+        return sorted((r for a in self.arms if a.arm == d.HELION_QUICK for r in a.runs), key=lambda r: r.seed)
+
 
 def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> list[ProblemSummary]:
     """A summary per problem with runs, in the order of `problems`."""
@@ -228,8 +233,7 @@ def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share
         took = mine.to_helion
         ok = took.median <= allowed
         (met_at if ok else missed_at).append(problem.shape)
-        helion = summary.arm(d.HELION_QUICK, d.NATIVE)
-        references = len(helion.runs) if helion is not None else 0
+        references = len(summary.helion_runs)
         details.append(f"{problem.shape}: {took.text()} s of {allowed:.1f} s allowed "
                        f"({sum(_reached(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time; "
                        f"Helion quick {references} run{'' if references == 1 else 's'}): {'met' if ok else 'not met'}")

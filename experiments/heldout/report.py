@@ -185,8 +185,7 @@ def _references(summaries: Sequence[ProblemSummary]) -> list[str]:
         counts: Counter[int] = Counter()
         for summary in summaries:
             if summary.problem.family == family:
-                helion = summary.arm(d.HELION_QUICK, d.NATIVE)
-                counts[len(helion.runs) if helion is not None else 0] += 1
+                counts[len(summary.helion_runs)] += 1
         groups = []
         for i, (runs, n) in enumerate(sorted(counts.items(), reverse=True)):
             noun = f" {one if n == 1 else many}" if i == 0 else ""
@@ -201,8 +200,7 @@ def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
     times and wall times are (every target's reference is their median)."""
     rows = []
     for summary in summaries:
-        helion = summary.arm(d.HELION_QUICK, d.NATIVE)
-        runs = sorted(helion.runs, key=lambda r: r.seed) if helion is not None else []
+        runs = summary.helion_runs
         finals = [r.final_ms for r in runs if r.final_ms is not None and math.isfinite(r.final_ms)]
         walls = [r.wall_s for r in runs if r.wall_s is not None]
         if len(finals) < 2 or len(walls) < 2:
@@ -227,8 +225,7 @@ def problem_section(summary: ProblemSummary) -> list[str]:
         lines.append(f"Best time anyone found: {_ms(summary.best_ms)} µs ({best_run.arm} {best_run.strategy} "
                      f"seed {best_run.seed}, session {best_run.session_id}).")
     if summary.helion_ms is not None:
-        helion = summary.arm(d.HELION_QUICK, d.NATIVE)
-        runs = len(helion.runs) if helion is not None else 0
+        runs = len(summary.helion_runs)
         over = "its one run" if runs == 1 else f"the median over its {runs} runs"
         lines.append(f"Helion quick: {_ms(summary.helion_ms)} µs in {summary.helion_wall_s:.0f} s of wall time "
                      f"({over}).")
