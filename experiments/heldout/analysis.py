@@ -144,7 +144,12 @@ class ProblemSummary:
     @property
     def helion_runs(self) -> list[Run]:
         """Helion quick's runs here, in seed order: the targets' reference is their median."""
-        return sorted((r for a in self.arms if a.arm == d.HELION_QUICK for r in a.runs), key=lambda r: r.seed)
+        return helion_runs([r for a in self.arms for r in a.runs])
+
+
+def helion_runs(runs: Iterable[Run]) -> list[Run]:
+    """The Helion quick runs among `runs`, in seed order."""
+    return sorted((r for r in runs if r.arm == d.HELION_QUICK), key=lambda r: r.seed)
 
 
 def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> list[ProblemSummary]:
@@ -157,7 +162,7 @@ def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> 
             continue
         best_run = min((r for r in here if r.final_ms is not None), key=lambda r: r.final_ms, default=None)
         best = best_run.final_ms if best_run is not None else None
-        helion = [r for r in here if r.arm == d.HELION_QUICK]
+        helion = helion_runs(here)
         helion_ms = spread([r.final_ms for r in helion]).median if helion else None
         helion_wall = spread([r.wall_s for r in helion]).median if helion else None
         helion_ms = helion_ms if helion_ms is not None and math.isfinite(helion_ms) else None
