@@ -566,6 +566,93 @@ def test_helion_quick_is_timed_from_its_jobs_start_and_its_pick_retimed(monkeypa
         d.HELION_QUICK: json.loads(pick)}
 
 
+def _helion_log_and_pick(kernel) -> Any:
+    """Stands in for Helion's search at the end of one: its CSV log written, its pick returned."""
+    import csv
+
+    import helion
+
+    with open(f"{kernel.settings.autotune_log}.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["timestamp_s", "config_index", "status", "perf_ms"])
+        writer.writerows([["0.5", 0, "ok", "0.3"]])
+    return helion.Config(block_sizes=[8], num_warps=4)
+
+
+def test_a_failed_helion_run_is_recorded_with_its_reason_left_out_of_the_figures_and_planned_again(
+        tmp_path, monkeypatch):
+    """Minutes of Helion's search are not lost without a trace: a run whose search raised, and
+    one whose pick could not be re-timed, are each recorded with why and when, the error still
+    reaches the runner, no figure reads them, the plan runs them again, and the report lists
+    them until a run of the same seed finishes."""
+    from experiments.heldout.data import load_unfinished
+    from experiments.heldout.report import as_json, unfinished_section
+
+    problem = d.Problem("softmax", "64x1000", "float16")
+    db = tmp_path / "home.db"
+
+    def crashes(kernel, inputs):
+        time.sleep(0.05)
+        raise RuntimeError("the search died")
+
+    with pytest.raises(RuntimeError, match="the search died"):
+        runner.HelionQuickJob(problem, 2, None, autotune=crashes, device="cpu")(db)
+
+    def refused(request):
+        raise UserError("the pick is not a point of the space")
+
+    monkeypatch.setattr(runner, "_run", refused)
+    with pytest.raises(UserError, match="not a point"):
+        runner.HelionQuickJob(problem, 3, None, autotune=lambda k, i: _helion_log_and_pick(k), device="cpu")(db)
+
+    search, retiming = load_unfinished(db, None)
+    assert (search.problem, search.arm, search.strategy, search.seed) == (problem, d.HELION_QUICK, d.NATIVE, 2)
+    assert search.reason == "failed in search: RuntimeError: the search died" and search.after_s >= 0.05
+    assert retiming.seed == 3 and retiming.reason.startswith("failed in re-timing its pick: UserError: the pick")
+    stored = Cache.open(db)
+    try:
+        sessions = [stored.session(u.session_id) for u in (search, retiming)]
+    finally:
+        stored.close()
+    assert [s["evaluations"] for s in sessions] == [0, 0]
+    died, picked = (experiment_tags(s["options"]) for s in sessions)
+    assert "helion_pick" not in died and died["failed_after_s"] == search.after_s
+    assert picked["helion_pick"]["num_warps"] == 4 and picked["helion_configs"] == 1
+    assert load_runs(db, None) == [] and recorded_keys(db, None) == set()
+    plan = runner.Plan(problems=(problem,), arms=(d.HELION_QUICK,), helion_seeds=(2, 3), shipped=None)
+    assert [job.seed for job in runner.plan_jobs(plan, recorded_keys(db, None))] == [2, 3]
+
+    finished = [SimpleNamespace(key=run_key(problem, d.HELION_QUICK, d.NATIVE, 3))]
+    section = "\n".join(unfinished_section([search, retiming], finished))
+    assert "| softmax 64x1000 float16 | helion-quick native | 2 |" in section
+    rows = [line for line in section.splitlines() if line.startswith("| softmax")]
+    assert rows[0].endswith("| not yet |") and rows[1].endswith("| yes |")
+    listed = as_json([], [], [search, retiming], finished)["unfinished"]
+    assert [(u["seed"], u["finished_since"]) for u in listed] == [(2, False), (3, True)]
+    assert unfinished_section([], finished) == []
+
+
+def test_sessions_interrupted_or_never_ended_are_listed_as_unfinished(tmp_path):
+    from experiments.heldout.data import load_unfinished
+
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p),
+            interrupt=3)
+    _record(cache, task, arm=d.COLD, strategy="pattern", seed=2, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p))
+    _record(cache, task, arm=d.COLD, strategy="pattern", seed=3, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p))
+    killed = max(s["id"] for s in cache.sessions())
+    cache.db.execute("UPDATE sessions SET ended = NULL, exit_reason = NULL WHERE id = ?", (killed,))
+    cache.db.conn.commit()
+    cache.close()
+    interrupted, never_ended = load_unfinished(db, None)
+    assert (interrupted.seed, interrupted.after_s, interrupted.reason) == (1, None, "interrupted")
+    assert never_ended.seed == 3 and never_ended.reason.startswith("never ended")
+    assert [run.seed for run in load_runs(db, None)] == [2]
+
+
 def test_a_run_timed_under_another_target_is_kept_apart_and_run_again(tmp_path):
     """A cold run recorded under the old 250 ms timing target is reported as its own strategy
     ('pattern@250ms'), and the study's cold pattern run is still planned."""

@@ -169,6 +169,47 @@ def _current_source(strategy: str) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class Unfinished:
+    """A run of the study that did not finish, so no figure reads it and the runner runs it
+    again: a failure recorded as such (`definition.FAILED`), a session interrupted (a deadline,
+    Ctrl-C), one that measured nothing, or one that never ended (its process was killed)."""
+
+    problem: Problem
+    arm: str
+    strategy: str
+    seed: int
+    session_id: int
+    after_s: float | None  # from the job's start to the failure (a recorded failure)
+    reason: str
+
+    @property
+    def key(self) -> Key:
+        return run_key(self.problem, self.arm, self.strategy, self.seed)
+
+
+def load_unfinished(db: Path, shipped: Path | None) -> list[Unfinished]:
+    """Every run of the study in `db` (with the shipped data) that did not finish, in session order."""
+    cache = open_for_reading(db, shipped)
+    try:
+        found = []
+        for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
+            tags = experiment_tags(session["options"])
+            reason = session["exit_reason"]
+            if tags.get("study") != d.STUDY or (reason in DONE and session["evaluations"] > 0):
+                continue
+            if reason in DONE:
+                reason += " (its limit came before any config was measured)"
+            after = tags.get("failed_after_s")
+            found.append(Unfinished(_problem(session), tags.get("arm", "?"), strategy_label(session),
+                                    int(tags.get("seed", 0)), session["id"],
+                                    float(after) if after is not None else None,
+                                    reason or "never ended (its process was stopped, or it is still running)"))
+        return found
+    finally:
+        cache.close()
+
+
 def study_session_ids(cache: Cache) -> list[int]:
     """Every session the study recorded, finished or not."""
     return [s["id"] for s in cache.sessions(limit=1_000_000)

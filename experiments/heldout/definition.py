@@ -151,6 +151,9 @@ MATMUL_FIRST_REVISION = "resident rule: descriptors at M 16 past half the regist
 MATMUL_SEEDS_VERSION = {WARM_HEURISTIC: MATMUL_FIRST_REVISION + ", built on the host"}
 SEED_FROM = {COLD: "default", WARM_HEURISTIC: "default,heuristic", WARM_CACHE: "default,cache"}
 NATIVE = "native"  # the strategy recorded for Helion's own search
+# The exit of a recorded Helion quick run that failed (its search or the re-timing of its pick
+# raised): the report lists it, its figures leave it out and the runner plans it again.
+FAILED = "failed"
 
 # The framework's best on the recorded spaces (simulation reports), and the pattern walk that also
 # looks at each parameter's far ends before a path stops (JUDGED_AT).

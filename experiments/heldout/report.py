@@ -19,7 +19,7 @@ from autotune.experiment import ExperimentOptions
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, ProblemSummary, Verdict, headline, summarise, verdicts
-from .data import load_runs, other_kernels
+from .data import Run, Unfinished, load_runs, load_unfinished, other_kernels
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
@@ -34,9 +34,10 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     options.out.mkdir(parents=True, exist_ok=True)
     figures = {"ratios to Helion quick": plots.ratios(summaries, options.out / "ratios.png"),
                "convergence": plots.convergence(summaries, options.out / "convergence.png")}
+    unfinished = [u for u in load_unfinished(options.db, options.shipped) if u.problem in problems]
     path = options.out / "README.md"
-    path.write_text(render(summaries, judged, options, figures, others))
-    (options.out / "results.json").write_text(json.dumps(as_json(summaries, judged), indent=1))
+    path.write_text(render(summaries, judged, options, figures, others, unfinished_section(unfinished, runs)))
+    (options.out / "results.json").write_text(json.dumps(as_json(summaries, judged, unfinished, runs), indent=1))
     console.print("\n".join(f"{v.subject}: {v.target}: {v.status}" for v in judged))
     return path
 
@@ -68,7 +69,8 @@ def _starts(arm: ArmSummary) -> str:
 
 
 def render(summaries: list[ProblemSummary], judged: list[Verdict], options: ExperimentOptions,
-           figures: dict[str, Path], others: dict[str, list[str]] | None = None) -> str:
+           figures: dict[str, Path], others: dict[str, list[str]] | None = None,
+           unfinished: Sequence[str] = ()) -> str:
     out = [f"# Held-out shapes: our tuning against Helion quick ({d.STUDY})", "",
            *in_short(judged, summaries), "## How the study was run", "",
            f"Regenerated from `{options.db}` (with the shipped data beside it) by "
@@ -148,6 +150,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
         if verdict.details:
             out += [f"{verdict.subject}:", ""] + [f"- {line}" for line in verdict.details] + [""]
     out += helion_spread(summaries)
+    out += list(unfinished)
     for name, path in figures.items():
         out += [f"![{name}]({path.name})", ""]
     for summary in summaries:
@@ -217,6 +220,23 @@ def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
             "|---|---|---|---:|---|---:|", *rows, ""]
 
 
+def unfinished_section(unfinished: Sequence[Unfinished], runs: Sequence[Run]) -> list[str]:
+    """The runs that did not finish: a failure recorded with its reason, or a session that never
+    ended.  None of them is in any figure; the runner plans each again until it finishes."""
+    if not unfinished:
+        return []
+    finished = {run.key for run in runs}
+    rows = [f"| {u.problem.label} | {u.arm} {u.strategy} | {u.seed} | {u.session_id} | "
+            f"{'-' if u.after_s is None else f'{u.after_s:.0f}'} | {u.reason.replace('|', '/')} | "
+            f"{'yes' if u.key in finished else 'not yet'} |" for u in unfinished]
+    return ["## Runs that did not finish", "",
+            "A run that failed is recorded with its reason (for Helion quick, with the time it took and, where its "
+            "search finished, its pick); a session that never ended was stopped from outside. None of them is in "
+            "any figure above, and the runner runs each again until it finishes (**finished since**).", "",
+            "| problem | arm and strategy | seed | session | s to the failure | why | finished since |",
+            "|---|---|---:|---:|---:|---|---|", *rows, ""]
+
+
 def problem_section(summary: ProblemSummary) -> list[str]:
     problem = summary.problem
     best_run = summary.best_run
@@ -271,10 +291,16 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     return lines + [""]
 
 
-def as_json(summaries: list[ProblemSummary], judged: list[Verdict]) -> dict[str, Any]:
+def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: Sequence[Unfinished] = (),
+            runs: Sequence[Run] = ()) -> dict[str, Any]:
     """Every figure of the report, for plotting elsewhere."""
     finite = (lambda v: v if v is not None and math.isfinite(v) else None)  # noqa: E731
+    finished = {run.key for run in runs}
     return {
+        "unfinished": [{"kernel": u.problem.kernel, "shape": u.problem.shape, "dtype": u.problem.dtype,
+                        "arm": u.arm, "strategy": u.strategy, "seed": u.seed, "session": u.session_id,
+                        "after_s": u.after_s, "reason": u.reason, "finished_since": u.key in finished}
+                       for u in unfinished],
         "targets": [{"subject": v.subject, "target": v.target, "status": v.status, "met": v.met,
                      "details": v.details, "met_at": v.met_at, "missed_at": v.missed_at,
                      "not_yet_measured_at": v.unmeasured} for v in judged],

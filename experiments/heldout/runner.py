@@ -116,23 +116,66 @@ class HelionQuickJob:
         from autotune.kernels import get_kernel, parse_dtype, parse_shape
         from autotune.task import bind_live
 
-        spec = get_kernel(self.problem.kernel)
-        shape, dtype = parse_shape(self.problem.shape, spec.rank), parse_dtype(self.problem.dtype)
-        with tempfile.TemporaryDirectory() as scratch, fresh_compile_caches():
-            native = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK, device=self.device,
-                                autotune=self.autotune or seeded_autotune(self.seed))
-        job_s = time.time() - started
-        params = bind_live(spec, shape, dtype, self.device).codec.params_of(native.config)
-        tags = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
-                "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES, "helion_job_s": round(job_s, 3),
-                "helion_wall_s": round(native.wall_s, 3), "helion_configs": native.configs,
-                "helion_timeline": [[round(t, 3), ms if ms != float("inf") else None] for t, ms in native.timeline]}
-        # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
-        request = replace(tune_request(db_path, self.problem, strategy="fixed", budget=1, seconds=None,
-                                       seed=self.seed, seed_from="", shipped=self.shipped, tags=tags),
-                          configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
-        outcome = _run(request)
+        tags: dict[str, Any] = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
+                                "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES}
+        stage = "search"
+        try:
+            spec = get_kernel(self.problem.kernel)
+            shape, dtype = parse_shape(self.problem.shape, spec.rank), parse_dtype(self.problem.dtype)
+            with tempfile.TemporaryDirectory() as scratch, fresh_compile_caches():
+                native = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK,
+                                    device=self.device, autotune=self.autotune or seeded_autotune(self.seed))
+            job_s = time.time() - started
+            tags.update({"helion_job_s": round(job_s, 3), "helion_wall_s": round(native.wall_s, 3),
+                         "helion_configs": native.configs, "helion_pick": native.config,
+                         "helion_timeline": [[round(t, 3), ms if ms != float("inf") else None]
+                                             for t, ms in native.timeline]})
+            stage = "re-timing its pick"
+            params = bind_live(spec, shape, dtype, self.device).codec.params_of(native.config)
+            # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
+            request = replace(tune_request(db_path, self.problem, strategy="fixed", budget=1, seconds=None,
+                                           seed=self.seed, seed_from="", shipped=self.shipped, tags=tags),
+                              configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
+            outcome = _run(request)
+        except Exception as error:
+            tags["failed_after_s"] = round(time.time() - started, 3)
+            record_failure(db_path, self.shipped, self.problem, self.device, tags,
+                           f"{d.FAILED} in {stage}: {type(error).__name__}: {error}")
+            raise
         return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
+
+
+def record_failure(db_path: Path, shipped: Path | None, problem: Problem, device: str, tags: dict[str, Any],
+                   reason: str) -> int | None:
+    """Record a Helion quick run that failed as a session with no evaluations, its tags (the
+    time spent, and Helion's pick and timeline where its search finished) and `reason` as its
+    exit: minutes of a GPU are not lost without a trace, and the report lists the failure.  The
+    report's figures leave it out and the runner plans the run again.  None when even that
+    cannot be written (the message is printed; the job's own error is raised by the caller)."""
+    from autotune.databases import open_for_writing
+    from autotune.kernels import get_kernel, parse_dtype, parse_shape
+    from autotune.session_options import SessionOptions
+    from autotune.task import bind_live
+
+    try:
+        spec = get_kernel(problem.kernel)
+        task = bind_live(spec, parse_shape(problem.shape, spec.rank), parse_dtype(problem.dtype), device)
+        store = open_for_writing(db_path, shipped)
+        try:
+            store.put_space(task.identity)
+            session_id = store.start_session(
+                kernel=spec.name, shape=task.shape, dtype=task.dtype, strategy=d.NATIVE, seed=int(tags["seed"]),
+                budget=None, seconds=None, fingerprint=task.fingerprint, device=task.identity.device,
+                versions=task.identity.versions, mode="gpu",
+                options=SessionOptions(db=str(db_path), shipped=str(shipped) if shipped else None, seed_from="",
+                                       fresh=True, experiment=dict(tags)))
+            store.end_session(session_id, reason, None)
+            return session_id
+        finally:
+            store.close()
+    except Exception as error:  # the failure itself is what the caller raises
+        print(f"the failed run could not be recorded: {type(error).__name__}: {error}")
+        return None
 
 
 def seeded_autotune(seed: int) -> Callable[[Any, tuple], Any]:
