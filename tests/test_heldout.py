@@ -632,6 +632,28 @@ def test_a_failed_helion_run_is_recorded_with_its_reason_left_out_of_the_figures
     assert unfinished_section([], finished) == []
 
 
+def test_a_helion_run_cut_by_the_deadline_is_recorded_with_what_its_search_had_logged(tmp_path):
+    """`--deadline` interrupts Helion's search mid-way (a real timer, as in a batch job): the
+    interruption still stops the run, and the record keeps the configs Helion had logged by then."""
+    from autotune.experiment import DeadlineReached, ExperimentOptions, execute_jobs
+    from experiments.heldout.data import load_unfinished
+
+    def slow(kernel, inputs):
+        _helion_log_and_pick(kernel)  # one config logged, then the search goes on past the deadline
+        time.sleep(30)
+
+    db = tmp_path / "home.db"
+    job = runner.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 1, None, autotune=slow, device="cpu")
+    options = ExperimentOptions(folder=tmp_path, db=db, out=tmp_path, deadline_at=time.monotonic() + 1.0)
+    began = time.monotonic()
+    with pytest.raises(DeadlineReached) as reached:
+        execute_jobs([job], options, SimpleNamespace(print=lambda *a, **k: None), describe=lambda j: j.describe())
+    assert time.monotonic() - began < 15 and reached.value.interrupted == job.describe()
+    (cut,) = load_unfinished(db, None)
+    assert cut.reason == "interrupted in search: DeadlineReached" and 0.9 <= cut.after_s < 15
+    assert (cut.helion_configs, cut.helion_best_ms) == (1, 0.3) and load_runs(db, None) == []
+
+
 def test_sessions_interrupted_or_never_ended_are_listed_as_unfinished(tmp_path):
     from experiments.heldout.data import load_unfinished
 

@@ -182,6 +182,8 @@ class Unfinished:
     session_id: int
     after_s: float | None  # from the job's start to the failure (a recorded failure)
     reason: str
+    helion_configs: int | None = None  # Helion quick: the configs its search had logged
+    helion_best_ms: float | None = None  # and the fastest of them, in Helion's own timer (not re-timed)
 
     @property
     def key(self) -> Key:
@@ -201,10 +203,12 @@ def load_unfinished(db: Path, shipped: Path | None) -> list[Unfinished]:
             if reason in DONE:
                 reason += " (its limit came before any config was measured)"
             after = tags.get("failed_after_s")
+            logged = [ms for _, ms in tags.get("helion_timeline", []) if ms is not None]
             found.append(Unfinished(_problem(session), tags.get("arm", "?"), strategy_label(session),
                                     int(tags.get("seed", 0)), session["id"],
                                     float(after) if after is not None else None,
-                                    reason or "never ended (its process was stopped, or it is still running)"))
+                                    reason or "never ended (its process was stopped, or it is still running)",
+                                    tags.get("helion_configs"), min(logged, default=None)))
         return found
     finally:
         cache.close()

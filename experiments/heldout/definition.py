@@ -152,8 +152,10 @@ MATMUL_SEEDS_VERSION = {WARM_HEURISTIC: MATMUL_FIRST_REVISION + ", built on the 
 SEED_FROM = {COLD: "default", WARM_HEURISTIC: "default,heuristic", WARM_CACHE: "default,cache"}
 NATIVE = "native"  # the strategy recorded for Helion's own search
 # The exit of a recorded Helion quick run that failed (its search or the re-timing of its pick
-# raised): the report lists it, its figures leave it out and the runner plans it again.
+# raised) or was interrupted (a deadline, Ctrl-C): the report lists it, its figures leave it out
+# and the runner plans it again.
 FAILED = "failed"
+INTERRUPTED = "interrupted"
 
 # The framework's best on the recorded spaces (simulation reports), and the pattern walk that also
 # looks at each parameter's far ends before a path stops (JUDGED_AT).

@@ -227,14 +227,23 @@ def unfinished_section(unfinished: Sequence[Unfinished], runs: Sequence[Run]) ->
         return []
     finished = {run.key for run in runs}
     rows = [f"| {u.problem.label} | {u.arm} {u.strategy} | {u.seed} | {u.session_id} | "
-            f"{'-' if u.after_s is None else f'{u.after_s:.0f}'} | {u.reason.replace('|', '/')} | "
-            f"{'yes' if u.key in finished else 'not yet'} |" for u in unfinished]
+            f"{'-' if u.after_s is None else f'{u.after_s:.0f}'} | {_helion_so_far(u)} | "
+            f"{u.reason.replace('|', '/')} | {'yes' if u.key in finished else 'not yet'} |" for u in unfinished]
     return ["## Runs that did not finish", "",
-            "A run that failed is recorded with its reason (for Helion quick, with the time it took and, where its "
-            "search finished, its pick); a session that never ended was stopped from outside. None of them is in "
-            "any figure above, and the runner runs each again until it finishes (**finished since**).", "",
-            "| problem | arm and strategy | seed | session | s to the failure | why | finished since |",
-            "|---|---|---:|---:|---:|---|---|", *rows, ""]
+            "A Helion quick run that failed or was interrupted is recorded with why, when, the configs its search "
+            "had logged (the fastest in Helion's own timer, not re-timed) and, where its search finished, its "
+            "pick; our arms' sessions record what they measured and how they ended; a session that never ended "
+            "was stopped from outside. None of them is in any figure above, and the runner runs each again "
+            "until it finishes (**finished since**).", "",
+            "| problem | arm and strategy | seed | session | s to the stop | Helion's configs, fastest µs | why "
+            "| finished since |",
+            "|---|---|---:|---:|---:|---|---|---|", *rows, ""]
+
+
+def _helion_so_far(u: Unfinished) -> str:
+    if u.helion_configs is None:
+        return "-"
+    return f"{u.helion_configs}, {_ms(u.helion_best_ms)}"
 
 
 def problem_section(summary: ProblemSummary) -> list[str]:
@@ -299,7 +308,8 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
     return {
         "unfinished": [{"kernel": u.problem.kernel, "shape": u.problem.shape, "dtype": u.problem.dtype,
                         "arm": u.arm, "strategy": u.strategy, "seed": u.seed, "session": u.session_id,
-                        "after_s": u.after_s, "reason": u.reason, "finished_since": u.key in finished}
+                        "after_s": u.after_s, "reason": u.reason, "helion_configs": u.helion_configs,
+                        "helion_best_ms": u.helion_best_ms, "finished_since": u.key in finished}
                        for u in unfinished],
         "targets": [{"subject": v.subject, "target": v.target, "status": v.status, "met": v.met,
                      "details": v.details, "met_at": v.met_at, "missed_at": v.missed_at,

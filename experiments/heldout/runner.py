@@ -2,10 +2,13 @@
 
     python -m experiments.heldout.runner --db runs/heldout.db [--shapes 2048x100000,...]
         [--arms cold,warm-cache] [--strategies pattern,evolution] [--seeds 1,2,3] [--seconds 60]
+        [--deadline 3000]
 
 Each job records one session, tagged with the study, arm, strategy, seed and the moment the job
 started (before anything was bound or started), so the report counts the set-up.  Runs already
-recorded are skipped: a run cut short is continued by the same command.  Our arms measure
+recorded are skipped: a run cut short is continued by the same command.  A run that fails or is
+interrupted (`--deadline`, Ctrl-C) is recorded as such, Helion quick's with what its search had
+logged, and the report lists it.  Our arms measure
 every config anew (`fresh`), so no run is answered from another's measurements; the
 warm-cache arm reads its seeds from the shipped data alone (it records into a scratch
 database merged home afterwards), so a held-out shape never seeds itself, and a problem whose
@@ -16,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from autotune.cli import positive_float
 from autotune.errors import UserError
 from autotune.evaluators.gpu_process import COMPILE_CACHES, fresh_compile_caches  # noqa: F401 - tests read both here
 from autotune.experiment import ExperimentOptions, execute_jobs
@@ -119,39 +124,60 @@ class HelionQuickJob:
         tags: dict[str, Any] = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
                                 "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES}
         stage = "search"
-        try:
-            spec = get_kernel(self.problem.kernel)
-            shape, dtype = parse_shape(self.problem.shape, spec.rank), parse_dtype(self.problem.dtype)
-            with tempfile.TemporaryDirectory() as scratch, fresh_compile_caches():
-                native = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK,
-                                    device=self.device, autotune=self.autotune or seeded_autotune(self.seed))
-            job_s = time.time() - started
-            tags.update({"helion_job_s": round(job_s, 3), "helion_wall_s": round(native.wall_s, 3),
-                         "helion_configs": native.configs, "helion_pick": native.config,
-                         "helion_timeline": [[round(t, 3), ms if ms != float("inf") else None]
-                                             for t, ms in native.timeline]})
-            stage = "re-timing its pick"
-            params = bind_live(spec, shape, dtype, self.device).codec.params_of(native.config)
-            # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
-            request = replace(tune_request(db_path, self.problem, strategy="fixed", budget=1, seconds=None,
-                                           seed=self.seed, seed_from="", shipped=self.shipped, tags=tags),
-                              configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
-            outcome = _run(request)
-        except Exception as error:
-            tags["failed_after_s"] = round(time.time() - started, 3)
-            record_failure(db_path, self.shipped, self.problem, self.device, tags,
-                           f"{d.FAILED} in {stage}: {type(error).__name__}: {error}")
-            raise
+        with tempfile.TemporaryDirectory() as scratch:
+            log_stem = Path(scratch) / "helion_quick"
+            try:
+                spec = get_kernel(self.problem.kernel)
+                shape, dtype = parse_shape(self.problem.shape, spec.rank), parse_dtype(self.problem.dtype)
+                with fresh_compile_caches():
+                    native = run_native(spec, shape, dtype, log_stem, effort=QUICK, device=self.device,
+                                        autotune=self.autotune or seeded_autotune(self.seed))
+                job_s = time.time() - started
+                tags.update({"helion_job_s": round(job_s, 3), "helion_wall_s": round(native.wall_s, 3),
+                             "helion_pick": native.config, **timeline_tags(native.timeline)})
+                stage = "re-timing its pick"
+                params = bind_live(spec, shape, dtype, self.device).codec.params_of(native.config)
+                # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
+                request = replace(tune_request(db_path, self.problem, strategy="fixed", budget=1, seconds=None,
+                                               seed=self.seed, seed_from="", shipped=self.shipped, tags=tags),
+                                  configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
+                outcome = _run(request)
+            except (Exception, KeyboardInterrupt) as error:  # a deadline or Ctrl-C too: recorded, then raised on
+                tags["failed_after_s"] = round(time.time() - started, 3)
+                if "helion_timeline" not in tags:  # what Helion's search had logged when it stopped
+                    tags.update(timeline_tags(_logged_so_far(log_stem)))
+                how = d.FAILED if isinstance(error, Exception) else d.INTERRUPTED
+                said = f": {error}" if isinstance(error, Exception) and str(error) else ""
+                record_failure(db_path, self.shipped, self.problem, self.device, tags,
+                               f"{how} in {stage}: {type(error).__name__}{said}")
+                raise
         return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
+
+
+def timeline_tags(timeline: Sequence[tuple[float, float]]) -> dict[str, Any]:
+    """Helion's log as the run records it: each finished config's (s since its search began, ms;
+    None for a failure), and their count."""
+    return {"helion_configs": len(timeline),
+            "helion_timeline": [[round(t, 3), ms if ms != float("inf") else None] for t, ms in timeline]}
+
+
+def _logged_so_far(log_stem: Path) -> tuple[tuple[float, float], ...]:
+    from autotune.baselines.helion_native import read_log
+
+    try:
+        return read_log(Path(f"{log_stem}.csv"))
+    except (OSError, ValueError, KeyError):  # a line cut short where the search stopped
+        return ()
 
 
 def record_failure(db_path: Path, shipped: Path | None, problem: Problem, device: str, tags: dict[str, Any],
                    reason: str) -> int | None:
-    """Record a Helion quick run that failed as a session with no evaluations, its tags (the
-    time spent, and Helion's pick and timeline where its search finished) and `reason` as its
-    exit: minutes of a GPU are not lost without a trace, and the report lists the failure.  The
-    report's figures leave it out and the runner plans the run again.  None when even that
-    cannot be written (the message is printed; the job's own error is raised by the caller)."""
+    """Record a Helion quick run that failed or was interrupted as a session with no
+    evaluations, its tags (the time spent, Helion's timeline so far, and its pick where its
+    search finished) and `reason` as its exit: minutes of a GPU are not lost without a trace,
+    and the report lists the run.  The report's figures leave it out and the runner plans it
+    again.  None when even that cannot be written (the message is printed; the caller raises
+    the job's own error)."""
     from autotune.databases import open_for_writing
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.session_options import SessionOptions
@@ -393,7 +419,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=d.SECONDS, help="per session, from its start")
     parser.add_argument("--budget", type=int, default=d.BUDGET, help="configs per session")
     parser.add_argument("--again", action="store_true", help="run recorded runs again")
+    parser.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
+                        help="wall clock for the whole run (a batch job's limit): no run starts after it, the run "
+                             "going then is interrupted and recorded as such; the same command runs what is left")
     parser.add_argument("--dry-run", action="store_true", help="print the runs that would run, and stop")
+    started = time.monotonic()
     args = parser.parse_args(argv)
     listed = (lambda text: tuple(x.strip() for x in text.split(",") if x.strip()))  # noqa: E731
     shipped = None if args.shipped.lower() in ("", "none") else Path(args.shipped)
@@ -402,7 +432,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                        budget=args.budget, shipped=shipped, again=args.again), listed(args.shapes), listed(args.arms))
     args.db.parent.mkdir(parents=True, exist_ok=True)
     options = ExperimentOptions(folder=Path(__file__).parent, db=args.db, out=Path(__file__).parent / "report",
-                                shipped=shipped, again=args.again)
+                                shipped=shipped, again=args.again,
+                                deadline_at=started + args.deadline if args.deadline is not None else None)
     console = Console(width=150)
     if args.dry_run:
         from .data import without_study
@@ -416,8 +447,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     from autotune.cache_schema import CacheError
+    from autotune.commands.experiment import EXIT_DEADLINE
+    from autotune.experiment import DeadlineReached
 
     try:
         main()
     except (UserError, CacheError) as error:
         raise SystemExit(f"heldout: {error}") from None
+    except DeadlineReached as reached:  # what finished, and the interrupted run, are recorded
+        print(f"heldout: {reached}", file=sys.stderr)
+        raise SystemExit(EXIT_DEADLINE) from None
