@@ -70,7 +70,7 @@ def _starts(arm: ArmSummary) -> str:
 
 def render(summaries: list[ProblemSummary], judged: list[Verdict], options: ExperimentOptions,
            figures: dict[str, Path], others: dict[str, list[str]] | None = None,
-           unfinished: Sequence[str] = ()) -> str:
+           unfinished_lines: Sequence[str] = ()) -> str:
     out = [f"# Held-out shapes: our tuning against Helion quick ({d.STUDY})", "",
            *in_short(judged, summaries), "## How the study was run", "",
            f"Regenerated from `{options.db}` (with the shipped data beside it) by "
@@ -150,7 +150,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
         if verdict.details:
             out += [f"{verdict.subject}:", ""] + [f"- {line}" for line in verdict.details] + [""]
     out += helion_spread(summaries)
-    out += list(unfinished)
+    out += list(unfinished_lines)
     for name, path in figures.items():
         out += [f"![{name}]({path.name})", ""]
     for summary in summaries:
@@ -221,8 +221,9 @@ def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
 
 
 def unfinished_section(unfinished: Sequence[Unfinished], runs: Sequence[Run]) -> list[str]:
-    """The runs that did not finish: a failure recorded with its reason, or a session that never
-    ended.  None of them is in any figure; the runner plans each again until it finishes."""
+    """The runs that did not finish (failed, interrupted, never ended), each with whether a run of
+    the same key has finished since.  None of them is in any figure; the runner plans each again
+    until it finishes."""
     if not unfinished:
         return []
     finished = {run.key for run in runs}
