@@ -654,13 +654,18 @@ def test_a_helion_run_cut_by_the_deadline_is_recorded_with_what_its_search_had_l
     assert (cut.helion_configs, cut.helion_best_ms) == (1, 0.3) and load_runs(db, None) == []
 
 
-def test_sessions_interrupted_or_never_ended_are_listed_as_unfinished(tmp_path):
-    from experiments.heldout.data import load_unfinished
-
+def _small_study(tmp_path) -> tuple[d.Problem, Any, Path, Cache]:
+    """A small Triton softmax problem, its task on the CPU and a fresh database for its runs."""
     problem = d.Problem("softmax-triton", "64x1000", "float16")
     task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
     db = tmp_path / "h.db"
-    cache = Cache.open(db, create=True)
+    return problem, task, db, Cache.open(db, create=True)
+
+
+def test_sessions_interrupted_or_never_ended_are_listed_as_unfinished(tmp_path):
+    from experiments.heldout.data import load_unfinished
+
+    _, task, db, cache = _small_study(tmp_path)
     _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p),
             interrupt=3)
     _record(cache, task, arm=d.COLD, strategy="pattern", seed=2, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p))
@@ -678,10 +683,7 @@ def test_sessions_interrupted_or_never_ended_are_listed_as_unfinished(tmp_path):
 def test_a_run_timed_under_another_target_is_kept_apart_and_run_again(tmp_path):
     """A cold run recorded under the old 250 ms timing target is reported as its own strategy
     ('pattern@250ms'), and the study's cold pattern run is still planned."""
-    problem = d.Problem("softmax-triton", "64x1000", "float16")
-    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
-    db = tmp_path / "h.db"
-    cache = Cache.open(db, create=True)
+    problem, task, db, cache = _small_study(tmp_path)
     _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p),
             timing_ms=250.0)
     cache.close()
