@@ -58,15 +58,17 @@ def signature(shape: Shape, dtype: str) -> dict[str, Any]:
     return {"shape": list(shape), "dtype": dtype}
 
 
-def bind_live(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0) -> TuningTask:
-    """Bind the kernel to real inputs and read its space (Helion) or declaration (Triton)."""
+def bind_live(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0, *,
+              thread_limit: bool = True) -> TuningTask:
+    """Bind the kernel to real inputs and read its space (Helion) or declaration (Triton);
+    `thread_limit=False`: a Helion space without our elements-per-thread limit (`space_from_bound`)."""
     name = dtype_name(dtype)
     if spec.family == "helion":
         from search_spaces.helion_space import space_from_bound
 
         inputs = build_inputs(spec, shape, dtype, device, seed)
         bound = spec.helion_kernel.bind(inputs)
-        space, codec = space_from_bound(spec.name, bound)
+        space, codec = space_from_bound(spec.name, bound, thread_limit=thread_limit)
     else:
         bound = None
         space = spec.triton_space(shape, dtype)

@@ -55,6 +55,9 @@ class TuneRequest:
     interpret: bool = False  # run configs on the CPU through the Triton interpreter (correctness, not speed)
     shipped: Path | None = SHIPPED_DB  # the shipped measurements: read beside `db`, never written
     resume_last: bool = False  # --resume last: the latest unfinished session of `db`
+    # False: a Helion space without our elements-per-thread limit, so that a config past it (one
+    # another tuner picked) can be given and measured; the space, and its fingerprint, differ.
+    thread_limit: bool = True
 
 
 def gpu_available() -> bool:
@@ -115,6 +118,7 @@ def resumed_request(request: TuneRequest) -> TuneRequest:
         timing_target_ms=options.timing_target_ms, slow_factor=options.slow_factor,
         compile_timeout_factor=options.compile_timeout_factor,
         experiment=tuple(experiment_tags(options).items()), workers=request.workers or options.workers,
+        thread_limit=options.thread_limit is not False,
     )
 
 
@@ -208,7 +212,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             build_ahead=_builds_ahead() if settings.mode == "gpu" else None,
             early_setups=_early_setups() if settings.mode == "gpu" else None,
             experiment=dict(request.experiment), workers=request.workers,
-            replay=getattr(evaluator, "replay_note", None))
+            replay=getattr(evaluator, "replay_note", None), thread_limit=None if request.thread_limit else False)
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume)
         outcome = session.run()
@@ -299,7 +303,7 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
 
     if request.workers is None:
         warm_workers()  # the workers' imports, once, while this process binds the kernel
-    task = bind_live(spec, shape, dtype, "cuda", seed=request.seed)
+    task = bind_live(spec, shape, dtype, "cuda", seed=request.seed, thread_limit=request.thread_limit)
     console.print(f"measuring on {task.identity.device}; space {task.fingerprint} "
                   f"({len(task.space.parameters)} parameters); recording into {request.db}")
     cache = _readable(request)  # the user's database is created once the request is valid
@@ -323,7 +327,7 @@ def _interpreter_parts(request: TuneRequest, spec, shape, dtype, console: Consol
     its time is not (interpreter seconds); such sessions are never used to pick configs."""
     from autotune.evaluators.interpreter import InterpreterEvaluator
 
-    task = bind_live(spec, shape, dtype, "cpu", seed=request.seed)
+    task = bind_live(spec, shape, dtype, "cpu", seed=request.seed, thread_limit=request.thread_limit)
     console.print(f"INTERPRETER: running {spec.name} on the CPU through the Triton interpreter (accuracy is "
                   f"checked; times are not GPU times); recording into {request.db}")
     cache = _readable(request)

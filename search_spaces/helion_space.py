@@ -119,8 +119,13 @@ def to_native(config: Any) -> dict[str, JsonValue]:
     return json.loads(json.dumps(dict(config.config if hasattr(config, "config") else config)))
 
 
-def space_from_bound(kernel_name: str, bound: Any) -> tuple[SearchSpace, HelionCodec]:
-    """The space of a bound Helion kernel, and the codec that normalises its points."""
+def space_from_bound(kernel_name: str, bound: Any, *, thread_limit: bool = True) -> tuple[SearchSpace, HelionCodec]:
+    """The space of a bound Helion kernel, and the codec that normalises its points.
+
+    `thread_limit=False` leaves out the elements-per-thread limit (MAX_ELEMENTS_PER_THREAD): it
+    keeps our searches away from configs that compile slowly or not at all, but it is not a rule
+    of Helion's, whose own search can pick a config past it, and re-timing that pick needs a
+    space that holds it.  Triton's tensor limit stays."""
     from helion.autotuner.config_generation import ConfigGeneration
 
     spec = bound.config_spec
@@ -138,7 +143,7 @@ def space_from_bound(kernel_name: str, bound: Any) -> tuple[SearchSpace, HelionC
     constraints = []
     if block_names:
         constraints.append(ProductLimit(names=block_names, limit=TRITON_MAX_TENSOR_NUMEL))
-        if generation.num_warps_index >= 0:
+        if thread_limit and generation.num_warps_index >= 0:
             warps = slots[generation.num_warps_index].names[0]
             constraints.append(
                 ProductLimit(names=block_names, limit=MAX_ELEMENTS_PER_THREAD, per=(warps,), per_scale=32)

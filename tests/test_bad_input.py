@@ -441,6 +441,25 @@ def test_resume_brings_back_the_user_configs(db, tmp_path, capsys):
     assert resumed_request(replace(request, seconds=30.0)).seconds == 30.0  # this call's, when given
 
 
+def test_resume_keeps_a_session_without_the_limit_without_it(db, tmp_path, capsys):
+    """A session measured in a Helion space without our elements-per-thread limit (a re-timing of
+    another tuner's pick past it) resumes in that space: its options say so; others say nothing."""
+    from autotune.tuning import TuneRequest, resumed_request
+
+    assert run_main([*with_db("tune", str(db)), "--budget", "3"], capsys)[0] == 0
+    _sql("UPDATE sessions SET exit_reason = 'interrupted'")(tmp_path / "r.db")
+    journal = Cache.open(tmp_path / "r.db")
+    (session,) = journal.sessions()
+    journal.close()
+    assert session["options"].thread_limit is None and "thread_limit" not in session["options"].to_record()
+    request = TuneRequest(kernel=None, shape=None, dtype="float16", strategy="random", budget=None, seconds=None,
+                          seed=0, generation_size=None, db=tmp_path / "r.db", shipped=db, replay=True, space=None,
+                          fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=USER_SESSIONS_FROM)
+    assert resumed_request(request).thread_limit is True
+    _sql("UPDATE sessions SET options = json_set(options, '$.thread_limit', json('false'))")(tmp_path / "r.db")
+    assert resumed_request(request).thread_limit is False
+
+
 @pytest.mark.parametrize(("given", "stored", "resumed"), [("inf", None, math.inf), ("2", 2.0, 2.0)])
 def test_a_session_keeps_its_factors_through_json_and_resume(db, tmp_path, capsys, given, stored, resumed):
     from autotune.tuning import TuneRequest, resumed_request

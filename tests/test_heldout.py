@@ -561,6 +561,7 @@ def test_helion_quick_is_timed_from_its_jobs_start_and_its_pick_retimed(monkeypa
     assert before - 1e-3 <= tags["job_started"] and tags["helion_job_s"] >= tags["helion_wall_s"] >= 0.05
     assert tags["helion_timeline"] == [[0.5, 0.3], [0.9, None], [1.2, 0.2]] and tags["helion_configs"] == 3
     assert request.strategy == "fixed" and request.budget == 1 and request.fresh and request.seed_from == ""
+    assert request.thread_limit and "helion_pick_past_thread_limit" not in tags  # 8 x 1024 values over 128 threads: 64
     (pick,) = request.configs
     assert json.loads(pick)["num_warps"] == 4 and dict(request.strategy_options)["configs"] == {
         d.HELION_QUICK: json.loads(pick)}
@@ -577,6 +578,46 @@ def _helion_log_and_pick(kernel) -> Any:
         writer.writerow(["timestamp_s", "config_index", "status", "perf_ms"])
         writer.writerows([["0.5", 0, "ok", "0.3"]])
     return helion.Config(block_sizes=[8], num_warps=4)
+
+
+def test_a_helion_pick_past_our_limit_is_retimed_in_the_space_without_it(monkeypatch):
+    """Helion's search is not bound by our elements-per-thread limit: a pick past it is re-timed
+    in the space without the limit (said in its tags), not refused and dropped from the reference."""
+    import helion
+
+    def picks_past_the_limit(kernel, inputs):
+        _helion_log_and_pick(kernel)
+        return helion.Config(block_sizes=[64], reduction_loops=[None], num_warps=4)  # 64 x 1024 / 128: 512
+
+    requests: list = []
+    monkeypatch.setattr(runner, "_run", lambda request: requests.append(request) or
+                        type("Outcome", (), {"session_id": 1})())
+    runner.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 1, None, autotune=picks_past_the_limit,
+                          device="cpu")(Path("home.db"))
+    (request,) = requests
+    tags = dict(request.experiment)
+    assert request.thread_limit is False and "exceeds 128" in tags["helion_pick_past_thread_limit"]
+    (pick,) = request.configs
+    assert (json.loads(pick)["block_sizes[0]"], json.loads(pick)["num_warps"]) == (64, 4)
+
+
+def test_a_helion_pick_past_the_limit_is_said_in_its_problem_section(tmp_path):
+    from experiments.heldout.report import as_json, problem_section
+
+    problem, task, db, cache = _small_study(tmp_path)
+    pick = task.space.sample(random.Random(7))
+    for seed, past in ((1, None), (2, "x = 512 exceeds 128")):
+        extra = {"helion_job_s": 10.0, "helion_wall_s": 9.0, "helion_configs": 3, "helion_timeline": HELION_LOG,
+                 **({"helion_pick_past_thread_limit": past} if past else {})}
+        _record(cache, task, arm=d.HELION_QUICK, strategy=d.NATIVE, seed=seed, setup_s=0.5, seeds=[("user", pick)],
+                seed_from="", costs=lambda p: 1.0 + hashed_cost(p), budget=1, fixed=pick, extra=extra)
+    cache.close()
+    (summary,) = analysis.summarise(load_runs(db, None), [problem])
+    said = [line for line in problem_section(summary) if "elements-per-thread" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "Helion quick's pick at seed 2 lies past our searches' elements-per-thread limit (x = 512 exceeds 128)")
+    (arm,) = as_json([summary], [])["problems"][0]["arms"]
+    assert [r["helion_pick_past_thread_limit"] for r in arm["runs"]] == [None, "x = 512 exceeds 128"]
 
 
 def test_a_failed_helion_run_is_recorded_with_its_reason_left_out_of_the_figures_and_planned_again(

@@ -535,3 +535,30 @@ def test_the_nearest_point_steps_a_product_over_its_limit_down_by_its_largest_fa
     with pytest.raises(InvalidConfig, match="no point near"):
         SearchSpace(kernel="k", family="triton", parameters=(PowerOfTwo("B", low=64, high=64, default_value=64),),
                     default={"B": 64}, constraints=(ProductLimit(("B",), limit=32),)).nearest_point({"B": 64})
+
+
+def test_a_helion_space_without_the_limit_holds_configs_past_it_and_keeps_tritons_limit():
+    """Our elements-per-thread limit is a limit of our searches, not of Helion's: a config past
+    it (4 rows of 65536 over 256 threads: 1024 values a thread) is refused by the limited space
+    and taken by the space without it, which is another space (another fingerprint); Triton's
+    tensor limit holds in both."""
+    import torch
+
+    from autotune.kernels import get_kernel
+    from autotune.task import bind_live
+
+    spec = get_kernel("softmax")
+    limited = bind_live(spec, (4096, 65536), torch.float16, "cpu")
+    unlimited = bind_live(spec, (4096, 65536), torch.float16, "cpu", thread_limit=False)
+    _, default = limited.codec.normalise(limited.space.default)
+    past = {**default, "block_sizes": [4], "reduction_loops": [None], "num_warps": 8}
+    with pytest.raises(InvalidConfig, match="exceeds 128"):
+        limited.codec.params_of(past)
+    point = unlimited.codec.params_of(past)
+    assert (point["block_sizes[0]"], point["num_warps"]) == (4, 8) and unlimited.space.violations(point) == []
+    assert unlimited.fingerprint != limited.fingerprint
+    assert len(unlimited.space.constraints) == len(limited.space.constraints) - 1
+    too_big = {**past, "block_sizes": [32]}  # 32 x 65536 elements in one tile: past Triton's 2**20
+    for task in (limited, unlimited):
+        with pytest.raises(InvalidConfig, match="exceeds 1.04858e\\+06"):
+            task.codec.params_of(too_big)

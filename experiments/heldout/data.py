@@ -67,6 +67,9 @@ class Run:
     evaluations: int = 0
     searched: int = 0  # rows of the search itself (the final re-timing left out)
     helion_configs: int | None = None  # Helion quick: configs its search timed
+    # Helion quick: why the space with our elements-per-thread limit refused its pick, re-timed in the
+    # space without the limit (a config none of our arms could have found); None when it fits
+    helion_past_thread_limit: str | None = None
     limit_s: float | None = None  # ours: the search time it was given (`--seconds`, from the evaluator ready)
     seeds_tag: str | None = None  # a warm arm: the version of its seed source it recorded (definition.seeds_version)
 
@@ -313,6 +316,7 @@ def _read_helion(run: Run, tags: dict[str, Any], rows: list[EvaluationRow], orig
     autotune_s = tags.get("helion_wall_s")
     run.setup_s = run.wall_s - autotune_s if run.wall_s is not None and autotune_s is not None else None
     run.helion_configs = tags.get("helion_configs")
+    run.helion_past_thread_limit = tags.get("helion_pick_past_thread_limit")
     logged = [(float(t), float(ms) if ms is not None else math.inf) for t, ms in tags.get("helion_timeline", [])]
     finite = [ms for _, ms in logged if math.isfinite(ms)]
     if finite and run.final_ms and run.setup_s is not None:

@@ -259,6 +259,10 @@ def problem_section(summary: ProblemSummary) -> list[str]:
         over = "its one run" if runs == 1 else f"the median over its {runs} runs"
         lines.append(f"Helion quick: {_ms(summary.helion_ms)} µs in {summary.helion_wall_s:.0f} s of wall time "
                      f"({over}).")
+    for run in (r for r in summary.helion_runs if r.helion_past_thread_limit):
+        lines.append(f"Helion quick's pick at seed {run.seed} lies past our searches' elements-per-thread limit "
+                     f"({run.helion_past_thread_limit}): it was re-timed in the space without the limit, and none of "
+                     "our arms could have found it.")
     if summary.seed.ms is not None:
         lines.append(f"Heuristic seed ({summary.seed.kind}): {_ms(summary.seed.ms)} µs, "
                      f"{summary.ratio(summary.seed):.3f}x the best found.")
@@ -340,8 +344,9 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
                           "seed_from": r.start.seed_from, "start": r.start.kind, "seeds": list(r.start.seeds),
                           "heuristic_ms": r.heuristic_ms, "rule_ms": r.rule_ms, "default_ms": r.default_ms,
                           "cache_from": list(r.cache_from), "seed_statuses": r.seed_statuses,
-                          "evaluations": r.evaluations,
-                          "helion_configs": r.helion_configs, "curve": [list(p) for p in r.curve]}
+                          "evaluations": r.evaluations, "helion_configs": r.helion_configs,
+                          "helion_pick_past_thread_limit": r.helion_past_thread_limit,
+                          "curve": [list(p) for p in r.curve]}
                          for r in a.runs]}
                 for a in s.arms]}
             for s in summaries]}

@@ -119,7 +119,6 @@ class HelionQuickJob:
         started = time.time()
         from autotune.baselines.helion_native import QUICK, run_native
         from autotune.kernels import get_kernel, parse_dtype, parse_shape
-        from autotune.task import bind_live
 
         tags: dict[str, Any] = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
                                 "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES}
@@ -136,11 +135,14 @@ class HelionQuickJob:
                 tags.update({"helion_job_s": round(job_s, 3), "helion_wall_s": round(native.wall_s, 3),
                              "helion_pick": native.config, **timeline_tags(native.timeline)})
                 stage = "re-timing its pick"
-                params = bind_live(spec, shape, dtype, self.device).codec.params_of(native.config)
+                params, refused_by_limit = pick_params(spec, shape, dtype, self.device, native.config)
+                if refused_by_limit:
+                    tags["helion_pick_past_thread_limit"] = refused_by_limit
                 # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
                 request = replace(tune_request(db_path, self.problem, strategy="fixed", budget=1, seconds=None,
                                                seed=self.seed, seed_from="", shipped=self.shipped, tags=tags),
-                                  configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),))
+                                  configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),),
+                                  thread_limit=not refused_by_limit)
                 outcome = _run(request)
             except (Exception, KeyboardInterrupt) as error:  # a deadline or Ctrl-C too: recorded, then raised on
                 tags["failed_after_s"] = round(time.time() - started, 3)
@@ -152,6 +154,22 @@ class HelionQuickJob:
                                f"{how} in {stage}: {type(error).__name__}{said}")
                 raise
         return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
+
+
+def pick_params(spec: Any, shape: tuple[int, ...], dtype: Any, device: str,
+                pick: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Helion's pick as a point of the kernel's space, and None; or, where the pick lies past our
+    elements-per-thread limit (a limit of our searches, not of Helion's), its point in the space
+    without the limit and why the space with it refused it: Helion's answer is re-timed
+    whatever it is, and a pick past the limit is not dropped from its reference.  Anything else
+    that does not fit is raised."""
+    from autotune.task import bind_live
+    from search_spaces.space import InvalidConfig
+
+    try:
+        return bind_live(spec, shape, dtype, device).codec.params_of(pick), None
+    except InvalidConfig as refused:
+        return bind_live(spec, shape, dtype, device, thread_limit=False).codec.params_of(pick), str(refused)
 
 
 def timeline_tags(timeline: Sequence[tuple[float, float]]) -> dict[str, Any]:
