@@ -117,7 +117,7 @@ class HelionQuickJob:
 
     def __call__(self, db_path: Path) -> dict[str, Any]:
         started = time.time()
-        from autotune.baselines.helion_native import QUICK, run_native
+        from autotune.baselines.helion_native import QUICK, pick_params, run_native
         from autotune.kernels import get_kernel, parse_dtype, parse_shape
 
         tags: dict[str, Any] = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
@@ -154,22 +154,6 @@ class HelionQuickJob:
                                f"{how} in {stage}: {type(error).__name__}{said}")
                 raise
         return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
-
-
-def pick_params(spec: Any, shape: tuple[int, ...], dtype: Any, device: str,
-                pick: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Helion's pick as a point of the kernel's space, and None; or, where the pick lies past our
-    elements-per-thread limit (a limit of our searches, not of Helion's), its point in the space
-    without the limit and why the space with it refused it: Helion's answer is re-timed
-    whatever it is, and a pick past the limit is not dropped from its reference.  Anything else
-    that does not fit is raised."""
-    from autotune.task import bind_live
-    from search_spaces.space import InvalidConfig
-
-    try:
-        return bind_live(spec, shape, dtype, device).codec.params_of(pick), None
-    except InvalidConfig as refused:
-        return bind_live(spec, shape, dtype, device, thread_limit=False).codec.params_of(pick), str(refused)
 
 
 def timeline_tags(timeline: Sequence[tuple[float, float]]) -> dict[str, Any]:

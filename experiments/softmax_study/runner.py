@@ -55,23 +55,24 @@ class HelionQuickJob:
     method = d.HELION_QUICK
 
     def __call__(self, db_path: Path) -> dict[str, Any]:
-        from autotune.baselines.helion_native import QUICK, run_native
+        from autotune.baselines.helion_native import QUICK, pick_params, run_native
         from autotune.kernels import get_kernel, parse_dtype, parse_shape
-        from autotune.task import bind_live
 
         spec = get_kernel(d.HELION_KERNEL)
         shape, dtype = parse_shape(self.shape, spec.rank), parse_dtype(self.dtype)
         with tempfile.TemporaryDirectory() as scratch:
             native_run = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK)
-        task = bind_live(spec, shape, dtype, "cuda")
-        params = task.codec.params_of(native_run.config)
+        params, refused_by_limit = pick_params(spec, shape, dtype, "cuda", native_run.config)
+        tags = {"method": self.method, "helion_wall_s": round(native_run.wall_s, 3),
+                "helion_configs": native_run.configs}
+        if refused_by_limit:
+            tags["helion_pick_past_thread_limit"] = refused_by_limit
         # The pick is a --config (evaluated in generation 0, after the default, where the report
         # reads it) and the fixed strategy's one config, so the session proposes nothing else.
         outcome = _tune(db_path, kernel=d.HELION_KERNEL, shape=self.shape, dtype=self.dtype, strategy="fixed",
                         budget=1, seconds=None, seed_from="", configs=(json.dumps(params),),
-                        strategy_options=(("configs", {self.method: params}),),
-                        experiment={"method": self.method, "helion_wall_s": round(native_run.wall_s, 3),
-                                    "helion_configs": native_run.configs})
+                        strategy_options=(("configs", {self.method: params}),), experiment=tags,
+                        thread_limit=not refused_by_limit)
         return {"session": outcome.session_id, "helion_wall_s": native_run.wall_s,
                 "helion_configs": native_run.configs}
 
@@ -81,7 +82,7 @@ Job = Callable[[Path], dict[str, Any]]
 
 def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, budget: int, seconds: float | None,
           seed_from: str, experiment: dict[str, Any], configs: tuple[str, ...] = (),
-          strategy_options: tuple[tuple[str, Any], ...] = ()) -> Any:
+          strategy_options: tuple[tuple[str, Any], ...] = (), thread_limit: bool = True) -> Any:
     """One session through the same path as `autotune tune` (a grid over budget is sampled)."""
     from autotune.tuning import TuneRequest, run_tune
 
@@ -91,7 +92,7 @@ def _tune(db_path: Path, *, kernel: str, shape: str, dtype: str, strategy: str, 
         generation_size=None, db=Path(db_path), replay=False,
         space=None, fresh=False, compile_workers=None, compile_timeout_s=d.COMPILE_TIMEOUT_S, seed_from=seed_from,
         configs=configs, experiment=tuple(tags.items()), grid_sample=strategy == "grid",
-        strategy_options=strategy_options,
+        strategy_options=strategy_options, thread_limit=thread_limit,
     )
     return run_tune(request, Console(width=150))
 
