@@ -89,7 +89,7 @@ def main() -> None:
 def run_shape(shape_text: str, args: argparse.Namespace) -> None:
     from rich.console import Console
 
-    from autotune.baselines.helion_native import QUICK, retime, run_native
+    from autotune.baselines.helion_native import QUICK, pick_params, retime, run_native
     from autotune.databases import open_for_writing
     from autotune.evaluators.gpu import GPUEvaluator
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
@@ -122,7 +122,10 @@ def run_shape(shape_text: str, args: argparse.Namespace) -> None:
         baselines = evaluator.baselines()
         if helion:
             try:
-                final = retime(task, evaluator, helion["config"])
+                _, past_limit, space_of_pick = pick_params(spec, shape, dtype, "cuda", helion["config"])
+                if past_limit:  # re-timed in the space without our elements-per-thread limit
+                    helion["past_thread_limit"] = past_limit
+                final = retime(space_of_pick, evaluator, helion["config"])
                 helion["final_ms"] = final.median_ms if final else None
             except ValueError as error:  # InvalidConfig: not a point of our space
                 console.print(f"Helion's final config could not be re-timed here: {error}")

@@ -9,7 +9,7 @@ import helion
 import pytest
 import torch
 
-from autotune.baselines.helion_native import QUICK, native_kernel, read_log, retime, run_native
+from autotune.baselines.helion_native import QUICK, native_kernel, pick_params, read_log, retime, run_native
 from autotune.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel
@@ -155,3 +155,19 @@ def test_strategies_vs_helion_reports_cold_and_warm_sessions_apart(triton_task, 
     assert "## Cold starts" in cold and "| random | cold: default (no seeds) |" in cold and "heuristic)" not in cold
     assert "| random (heuristic) | warm: default,heuristic (2 heuristic) | heuristic |" in warm
     assert f"| {best_origin[rows['random']['session']]} |" in cold
+
+
+def test_pick_params_takes_a_pick_past_our_thread_limit_into_the_space_without_it():
+    """Helion's pick within our elements-per-thread limit is a point of the usual space; one past
+    it (512 values a thread) a point of the space without the limit, with the reason; one that
+    fits neither (a tile past Triton's 2**20 elements) is refused."""
+    spec = get_kernel("softmax")
+    within = {"block_sizes": [8], "reduction_loops": [None], "num_warps": 4}
+    params, reason, task = pick_params(spec, (64, 1000), torch.float16, "cpu", within)
+    assert reason is None and params["block_sizes[0]"] == 8 and task.space.violations(params) == []
+    limited = task.space.constraints
+    params, reason, task = pick_params(spec, (64, 1000), torch.float16, "cpu", {**within, "block_sizes": [64]})
+    assert "exceeds 128" in reason and params["block_sizes[0]"] == 64
+    assert len(task.space.constraints) == len(limited) - 1 and task.space.violations(params) == []
+    with pytest.raises(InvalidConfig, match="exceeds"):
+        pick_params(spec, (1024, 65536), torch.float16, "cpu", {**within, "block_sizes": [32]})

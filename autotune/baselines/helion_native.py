@@ -92,19 +92,21 @@ def read_log(path: Path) -> tuple[tuple[float, float], ...]:
 
 
 def pick_params(spec: Any, shape: tuple[int, ...], dtype: Any, device: str,
-                pick: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """Helion's pick as a point of the kernel's space, and None; or, where the pick lies past our
-    elements-per-thread limit (a limit of our searches, not of Helion's), its point in the space
-    without the limit (`thread_limit=False`) and why the space with it refused it: Helion's
-    answer is re-timed whatever it is, and a pick past the limit is not dropped from a study.
-    Anything else that does not fit is raised."""
+                pick: dict[str, Any]) -> tuple[dict[str, Any], str | None, Any]:
+    """Helion's pick as a point of the kernel's space, None, and the task bound there; or, where
+    the pick lies past our elements-per-thread limit (a limit of our searches, not of Helion's),
+    its point in the space without the limit (`thread_limit=False`), why the space with it
+    refused it, and the task without the limit: Helion's answer is re-timed whatever it is, and
+    a pick past the limit is not dropped from a study.  Anything else that does not fit is raised."""
     from autotune.task import bind_live
     from search_spaces.space import InvalidConfig
 
+    task = bind_live(spec, shape, dtype, device)
     try:
-        return bind_live(spec, shape, dtype, device).codec.params_of(pick), None
+        return task.codec.params_of(pick), None, task
     except InvalidConfig as refused:
-        return bind_live(spec, shape, dtype, device, thread_limit=False).codec.params_of(pick), str(refused)
+        task = bind_live(spec, shape, dtype, device, thread_limit=False)
+        return task.codec.params_of(pick), str(refused), task
 
 
 def retime(task: Any, evaluator: Any, config: dict[str, Any]) -> Result | None:

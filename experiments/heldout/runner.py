@@ -135,7 +135,7 @@ class HelionQuickJob:
                 tags.update({"helion_job_s": round(job_s, 3), "helion_wall_s": round(native.wall_s, 3),
                              "helion_pick": native.config, **timeline_tags(native.timeline)})
                 stage = "re-timing its pick"
-                params, refused_by_limit = pick_params(spec, shape, dtype, self.device, native.config)
+                params, refused_by_limit, _ = pick_params(spec, shape, dtype, self.device, native.config)
                 if refused_by_limit:
                     tags["helion_pick_past_thread_limit"] = refused_by_limit
                 # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.

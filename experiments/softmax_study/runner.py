@@ -62,7 +62,7 @@ class HelionQuickJob:
         shape, dtype = parse_shape(self.shape, spec.rank), parse_dtype(self.dtype)
         with tempfile.TemporaryDirectory() as scratch:
             native_run = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK)
-        params, refused_by_limit = pick_params(spec, shape, dtype, "cuda", native_run.config)
+        params, refused_by_limit, _ = pick_params(spec, shape, dtype, "cuda", native_run.config)
         tags = {"method": self.method, "helion_wall_s": round(native_run.wall_s, 3),
                 "helion_configs": native_run.configs}
         if refused_by_limit:
