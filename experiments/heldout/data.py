@@ -110,12 +110,19 @@ def load_runs(db: Path, shipped: Path | None) -> list[Run]:
         cache.close()
 
 
+def _of_the_study(cache: Cache) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every session the study recorded, finished or not, with its tags, in session order."""
+    for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
+        tags = experiment_tags(session["options"])
+        if tags.get("study") == d.STUDY:
+            yield session, tags
+
+
 def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
     """The latest finished session of each run of the study."""
     found: dict[Key, dict[str, Any]] = {}
-    for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
-        tags = experiment_tags(session["options"])
-        if tags.get("study") != d.STUDY or session["mode"] != "gpu":
+    for session, tags in _of_the_study(cache):
+        if session["mode"] != "gpu":
             continue
         if session["exit_reason"] not in DONE or session["evaluations"] == 0:
             continue
@@ -198,10 +205,9 @@ def load_unfinished(db: Path, shipped: Path | None) -> list[Unfinished]:
     cache = open_for_reading(db, shipped)
     try:
         found = []
-        for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
-            tags = experiment_tags(session["options"])
+        for session, tags in _of_the_study(cache):
             reason = session["exit_reason"]
-            if tags.get("study") != d.STUDY or (reason in DONE and session["evaluations"] > 0):
+            if reason in DONE and session["evaluations"] > 0:
                 continue
             if reason in DONE:
                 reason += " (its limit came before any config was measured)"
@@ -219,8 +225,7 @@ def load_unfinished(db: Path, shipped: Path | None) -> list[Unfinished]:
 
 def study_session_ids(cache: Cache) -> list[int]:
     """Every session the study recorded, finished or not."""
-    return [s["id"] for s in cache.sessions(limit=1_000_000)
-            if experiment_tags(s["options"]).get("study") == d.STUDY]
+    return [session["id"] for session, _ in _of_the_study(cache)]
 
 
 @contextmanager
