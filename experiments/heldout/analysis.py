@@ -87,7 +87,7 @@ class SeedFigure:
     source gave (with Helion's compiler seeds)."""
 
     ms: float | None = None
-    kind: str = ""  # "rule seed" or "heuristic seeds" (the rules declined to be told apart)
+    kind: str = ""  # "rule seed", "fastest of N rule seeds" or "heuristic seeds" (none told apart)
     runs: int = 0  # the runs it was read from
     rule_params: dict[str, Any] | None = None  # the rule seed's point (of the first run that had it)
 
@@ -197,7 +197,9 @@ def _arm(arm: str, strategy: str, runs: list[Run], best: float | None, helion_ms
 def _seed_figure(runs: list[Run]) -> SeedFigure:
     rule = [r.rule_ms for r in runs if r.rule_ms is not None]
     given = [r.heuristic_ms for r in runs if r.heuristic_ms is not None]
-    values, kind = (rule, "rule seed") if rule else (given, "heuristic seeds")
+    count = max((r.rule_seeds for r in runs if r.rule_ms is not None), default=0)
+    values, kind = (rule, "rule seed" if count <= 1 else f"fastest of {count} rule seeds") if rule else \
+        (given, "heuristic seeds")
     rule_params = next((r.rule_params for r in runs if r.rule_params), None)
     if not values:
         return SeedFigure(runs=len(runs), rule_params=rule_params)
@@ -298,7 +300,9 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
                             subject=FEW_ROWS_SUBJECT) for s in strategies]
     result.append(_seed_target(summaries, d.MATMUL, "matmul cells"))
     # Where each revision of the resident rule is judged: the cells declared after it, by its seeds.
-    result.append(_seed_target(summaries, d.MATMUL_HOST_DESCRIPTORS, HOST_SUBJECT))
+    result.append(_seed_target(summaries, d.MATMUL_THIRD, THIRD_SUBJECT))
+    result.append(_seed_target(summaries, d.MATMUL_HOST_DESCRIPTORS, HOST_SUBJECT,
+                               figure=lambda s: s.seed_recorded_as(d.MATMUL_SECOND_REVISION)))
     result.append(_seed_target(summaries, d.MATMUL_REVISED, FIRST_REVISION_SUBJECT,
                                figure=lambda s: s.seed_recorded_as(d.MATMUL_FIRST_REVISION)))
     if any(s.earlier_seed.ms is not None for s in summaries):
@@ -327,7 +331,8 @@ def headline(judged: Sequence[Verdict]) -> list[tuple[str, Verdict | None]]:
     return best
 
 
-HOST_SUBJECT = "matmul cells declared after the rule's second revision"
+THIRD_SUBJECT = "matmul cells declared after the rule's third revision"
+HOST_SUBJECT = "matmul cells declared after the rule's second revision, by its seeds"
 FIRST_REVISION_SUBJECT = "matmul cells declared after the rule's first revision, by its seeds"
 
 

@@ -56,6 +56,7 @@ class Run:
     heuristic_ms: float | None = None  # the fastest seed the heuristic source gave (search-time reading)
     rule_ms: float | None = None  # the fastest of the rules' own seeds among them (Helion's compiler seeds aside)
     rule_params: dict[str, Any] | None = None  # that seed's point
+    rule_seeds: int = 0  # how many seeds the rules gave (rule_ms is the fastest of them)
     final_params: dict[str, Any] | None = None  # the point of the run's answer
     default_ms: float | None = None
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
@@ -155,7 +156,7 @@ def strategy_label(session: dict[str, Any]) -> str:
     problem = _problem(session)
     version = d.seeds_version(problem, arm)
     if version is not None and tags.get("seeds") != version and d.seeds_changed_at(
-            problem, arm, tags.get("seeds"), rule_seeds(session)):
+            problem, arm, tags.get("seeds")):
         strategy += EARLIER_SEEDS
     return strategy
 
@@ -286,6 +287,7 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)
     rules = rule_seeds(session)
+    run.rule_seeds = len(rules)
     fastest_rule = _fastest_row(r for r in seeded if any(_matches(r.candidate.params, p) for p in rules))
     if fastest_rule is not None:
         run.rule_ms, run.rule_params = fastest_rule.result.median_ms, dict(fastest_rule.candidate.params)

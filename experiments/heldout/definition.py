@@ -8,7 +8,7 @@ STUDY`; `arm`, `strategy` and `seed` in the same tags say which run a session is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 STUDY = "heldout"
 
@@ -74,9 +74,12 @@ JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms): 4096x65536 and 2048x100000 (the row rule's second revision; the second
 # comes in with the rest of FEW_ROWS_FITTED, its third), three first matmul cells (the resident
-# rule's first revision) and three cells of MATMUL_REVISED (its second).
+# rule's first revision), three cells of MATMUL_REVISED (its second) and the rest of the twelve
+# cells before MATMUL_THIRD (its third).
 SEEN_BY_REVISIONS = ("4096x65536", "32768x1024x1536", "65536x2048x1024", "16384x1024x2048",
-                     "16384x2048x2048", "65536x512x1280", "32768x768x2048") + FEW_ROWS_FITTED
+                     "16384x2048x2048", "65536x512x1280", "32768x768x2048", "32768x1536x768",
+                     "32768x1024x2048", "24576x1024x1792", "49152x1536x1280",
+                     "32768x2048x1024") + FEW_ROWS_FITTED
 SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
@@ -111,7 +114,19 @@ MATMUL_HOST_DESCRIPTORS = (
     Problem("matmul-logsumexp", "49152x1536x1280", "bfloat16"),
     Problem("matmul-l2norm", "32768x2048x1024", "bfloat16"),
 )
-MATMUL = MATMUL_FIRST + MATMUL_REVISED + MATMUL_HOST_DESCRIPTORS
+# Declared after the runs at the twelve cells above had led to the rule's third revision
+# (heuristics/matmul_epilogue.py: PROGRAM_ORDERS, the register budget's M tile beside M 16),
+# before anything was measured on them: the twelve are fitted for it, these judge it.  Three pad
+# N to 2048, where the rule loads through descriptors and now also proposes M 32 (an exp
+# epilogue at an odd N, a norm at the N of the cell that led to it, a long K), and one pads N to
+# 1024, where only the program-order variants are new.
+MATMUL_THIRD = (
+    Problem("matmul-softmax", "24576x1536x1536", "bfloat16"),
+    Problem("matmul-rmsnorm", "49152x1024x1280", "bfloat16"),
+    Problem("matmul-logsumexp", "65536x1024x768", "bfloat16"),
+    Problem("matmul-layernorm", "16384x3072x2048", "bfloat16"),
+)
+MATMUL = MATMUL_FIRST + MATMUL_REVISED + MATMUL_HOST_DESCRIPTORS + MATMUL_THIRD
 PROBLEMS = SOFTMAX + MATMUL
 
 # The arms.  Helion's own autotuner (effort quick) runs natively; ours run through the same
@@ -147,8 +162,11 @@ SEEDS_VERSION = {WARM_HEURISTIC: "few long rows at 32 warps", WARM_CACHE: "carri
 # rule: the first (MATMUL_REVISED) changed them at every cell; the second (MATMUL_HOST_DESCRIPTORS)
 # only where the rule's seed loads through descriptors, so runs of the first revision's seeds
 # elsewhere took the present seeds.
+# The third revision added seeds at every cell (the other program orders; M 32 beside M 16), so a
+# run of either earlier revision is earlier everywhere.
 MATMUL_FIRST_REVISION = "resident rule: descriptors at M 16 past half the register file, persistent order"
-MATMUL_SEEDS_VERSION = {WARM_HEURISTIC: MATMUL_FIRST_REVISION + ", built on the host"}
+MATMUL_SECOND_REVISION = MATMUL_FIRST_REVISION + ", built on the host"
+MATMUL_SEEDS_VERSION = {WARM_HEURISTIC: MATMUL_SECOND_REVISION + "; program-order and M-tile variants"}
 SEED_FROM = {COLD: "default", WARM_HEURISTIC: "default,heuristic", WARM_CACHE: "default,cache"}
 NATIVE = "native"  # the strategy recorded for Helion's own search
 # The exit of a recorded Helion quick run that failed (its search or the re-timing of its pick
@@ -193,15 +211,12 @@ def seeds_version(problem: Problem, arm: str) -> str | None:
     return SEEDS_VERSION.get(arm)
 
 
-def seeds_changed_at(problem: Problem, arm: str, recorded: str | None = None,
-                     rule_seeds: Sequence[Mapping[str, Any]] = ()) -> bool:
+def seeds_changed_at(problem: Problem, arm: str, recorded: str | None = None) -> bool:
     """Whether the arm's present seeds differ, at this problem, from those of a run recorded
     under an earlier version of its seed source (SEEDS_VERSION, MATMUL_SEEDS_VERSION): `recorded`
-    is the version the run recorded, `rule_seeds` the points the rules gave it."""
+    is the version the run recorded."""
     if problem.family == "matmul" and arm in MATMUL_SEEDS_VERSION:
-        if recorded == MATMUL_FIRST_REVISION:  # the second revision changed descriptor seeds only
-            return any(value == "tensor_descriptor" for seed in rule_seeds for value in seed.values())
-        return True
+        return recorded != MATMUL_SEEDS_VERSION[arm]  # the third revision added seeds at every cell
     if arm == WARM_HEURISTIC:
         from heuristics.device import H100_SM_COUNT  # the device every run of this study was recorded on
         from heuristics.row_reduction import LONG_ROW, few_long_rows
