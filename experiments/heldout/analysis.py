@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from . import definition as d
-from .data import EARLIER, EARLIER_SEEDS, Run
+from .data import EARLIER, EARLIER_SEEDS, Run, latest_per_seed_source
 from .definition import Problem
 
 NEVER = math.inf  # a run that never came within the target
@@ -100,6 +100,9 @@ class ProblemSummary:
     helion_wall_s: float | None
     arms: list[ArmSummary]
     warm_heuristic: list[Run] = field(default_factory=list)  # the runs the seed figures are read from
+    # ... and the latest of each key under each version of the seed source (runs recorded again
+    # included), which the figures by version read
+    warm_heuristic_versions: list[Run] = field(default_factory=list)
 
     @property
     def best_ms(self) -> float | None:
@@ -125,7 +128,7 @@ class ProblemSummary:
 
     def seed_recorded_as(self, version: str) -> SeedFigure:
         """The seed figure of the runs that recorded this version of their seed source, present or not."""
-        return _seed_figure([r for r in self.warm_heuristic if r.seeds_tag == version])
+        return _seed_figure([r for r in self.warm_heuristic_versions or self.warm_heuristic if r.seeds_tag == version])
 
     def ratio(self, figure: SeedFigure) -> float | None:
         return _ratio(figure.ms, self.best_ms)
@@ -152,15 +155,21 @@ def helion_runs(runs: Iterable[Run]) -> list[Run]:
     return sorted((r for r in runs if r.arm == d.HELION_QUICK), key=lambda r: r.seed)
 
 
-def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> list[ProblemSummary]:
-    """A summary per problem with runs, in the order of `problems`."""
+def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS,
+              every_run: Sequence[Run] = ()) -> list[ProblemSummary]:
+    """A summary per problem with runs, in the order of `problems`.  `runs`: the run standing for
+    each key; `every_run`: with those recorded again (data.load_every_run), for the seed figures
+    read by the version of the seed source."""
     runs = list(runs)
+    versions = latest_per_seed_source([r for r in every_run if r.arm == d.WARM_HEURISTIC])
     summaries = []
     for problem in problems:
         here = [r for r in runs if r.problem == problem]
         if not here:
             continue
-        best_run = min((r for r in here if r.final_ms is not None), key=lambda r: r.final_ms, default=None)
+        # the best anyone found: runs recorded again count too (each was a finished run, re-timed)
+        answered = [r for r in here + [r for r in every_run if r.problem == problem] if r.final_ms is not None]
+        best_run = min(answered, key=lambda r: r.final_ms, default=None)
         best = best_run.final_ms if best_run is not None else None
         helion = helion_runs(here)
         helion_ms = spread([r.final_ms for r in helion]).median if helion else None
@@ -175,7 +184,8 @@ def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS) -> 
                 for (arm, strategy), members in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99),
                                                                                       kv[0][1]))]
         summaries.append(ProblemSummary(problem, best_run, helion_ms, helion_wall, arms,
-                                        [r for r in here if r.arm == d.WARM_HEURISTIC]))
+                                        [r for r in here if r.arm == d.WARM_HEURISTIC],
+                                        [r for r in versions if r.problem == problem]))
     return summaries
 
 

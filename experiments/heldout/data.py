@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from autotune.cache import Cache, EvaluationRow
 from autotune.databases import open_for_reading
@@ -103,12 +103,38 @@ def run_key(problem: Problem, arm: str, strategy: str, seed: int) -> Key:
 
 
 def load_runs(db: Path, shipped: Path | None) -> list[Run]:
-    """Every finished run of the study in `db` and the shipped data beside it."""
+    """Every finished run of the study in `db` and the shipped data beside it: the latest
+    session of each run's key."""
+    return standing(load_every_run(db, shipped))
+
+
+def load_every_run(db: Path, shipped: Path | None) -> list[Run]:
+    """Every finished session of the study as a run, runs recorded again included, in session order."""
     cache = open_for_reading(db, shipped)
     try:
-        return [read_run(cache, session) for session in study_sessions(cache).values()]
+        return [read_run(cache, session) for _, session in _finished(cache)]
     finally:
         cache.close()
+
+
+def standing(runs: Sequence[Run]) -> list[Run]:
+    """The run that stands for each key in every figure: its latest session."""
+    return list({run.key: run for run in sorted(runs, key=lambda r: r.session_id)}.values())
+
+
+def superseded(runs: Sequence[Run]) -> list[tuple[Run, int]]:
+    """Runs recorded again later under the same key (the same arm, strategy and seed: a repeated
+    command, `--again`, or two earlier versions of a seed source, both labelled '(earlier seeds)'):
+    each earlier run and the session that stands for its key instead."""
+    latest = {run.key: run.session_id for run in standing(runs)}
+    return [(run, latest[run.key]) for run in runs if latest[run.key] != run.session_id]
+
+
+def latest_per_seed_source(runs: Sequence[Run]) -> list[Run]:
+    """The latest run of each key under each version of its seed source: a figure read by the
+    version of the seeds (definition.seeds_version) finds its runs even where a later version's
+    runs of the same key stand in the other figures."""
+    return list({(run.key, run.seeds_tag): run for run in sorted(runs, key=lambda r: r.session_id)}.values())
 
 
 def _of_the_study(cache: Cache) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
@@ -119,16 +145,19 @@ def _of_the_study(cache: Cache) -> Iterator[tuple[dict[str, Any], dict[str, Any]
             yield session, tags
 
 
-def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
-    """The latest finished session of each run of the study."""
-    found: dict[Key, dict[str, Any]] = {}
+def _finished(cache: Cache) -> Iterator[tuple[Key, dict[str, Any]]]:
+    """Every finished session of the study with its run's key, in session order."""
     for session, tags in _of_the_study(cache):
         if session["mode"] != "gpu":
             continue
         if session["exit_reason"] not in DONE or session["evaluations"] == 0:
             continue
-        found[run_key(_problem(session), tags.get("arm", "?"), strategy_label(session), tags.get("seed", 0))] = session
-    return found
+        yield run_key(_problem(session), tags.get("arm", "?"), strategy_label(session), tags.get("seed", 0)), session
+
+
+def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
+    """The latest finished session of each run of the study."""
+    return dict(_finished(cache))
 
 
 EARLIER = " (earlier version)"  # the label of a run of a strategy whose source has changed since

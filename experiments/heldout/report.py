@@ -19,13 +19,14 @@ from autotune.experiment import ExperimentOptions
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, ProblemSummary, Verdict, headline, summarise, verdicts
-from .data import Run, Unfinished, load_runs, load_unfinished, other_kernels
+from .data import Run, Unfinished, load_every_run, load_unfinished, other_kernels, standing, superseded
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
-    runs = load_runs(options.db, options.shipped)
+    every_run = load_every_run(options.db, options.shipped)
+    runs = standing(every_run)
     problems = [p for p in d.PROBLEMS if not options.shapes or p.shape in options.shapes]
-    summaries = summarise(runs, problems)
+    summaries = summarise(runs, problems, every_run)
     if not summaries:
         raise UserError(f"{options.db} holds no {d.STUDY} sessions: record them on a GPU machine with "
                         "`python -m experiments.heldout.runner --db runs/heldout.db` and report from that database")
@@ -36,8 +37,11 @@ def report(options: ExperimentOptions, console: Any) -> Path:
                "convergence": plots.convergence(summaries, options.out / "convergence.png")}
     unfinished = [u for u in load_unfinished(options.db, options.shipped) if u.problem in problems]
     path = options.out / "README.md"
-    path.write_text(render(summaries, judged, options, figures, others, unfinished_section(unfinished, runs)))
-    (options.out / "results.json").write_text(json.dumps(as_json(summaries, judged, unfinished, runs), indent=1))
+    again = [(run, by) for run, by in superseded(every_run) if run.problem in problems]
+    path.write_text(render(summaries, judged, options, figures, others,
+                           unfinished_section(unfinished, runs) + superseded_section(again)))
+    (options.out / "results.json").write_text(json.dumps(as_json(summaries, judged, unfinished, runs, again),
+                                                         indent=1))
     console.print("\n".join(f"{v.subject}: {v.target}: {v.status}" for v in judged))
     return path
 
@@ -311,8 +315,22 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     return lines + [""]
 
 
+def superseded_section(superseded: Sequence[tuple[Run, int]]) -> list[str]:
+    """Finished runs recorded again under the same key: the latest stands in every figure, and the
+    earlier ones are listed here with their own figures, so that a repeat never hides a result."""
+    if not superseded:
+        return []
+    rows = [f"| {run.problem.label} | {run.arm} {run.strategy} | {run.seed} | {run.session_id} | {_ms(run.final_ms)} | "
+            f"{'-' if run.wall_s is None else f'{run.wall_s:.0f}'} | {by} |" for run, by in superseded]
+    return ["## Runs recorded again", "",
+            "A run recorded again under the same arm, strategy and seed (a repeated command) stands in every "
+            "figure by its latest session; each earlier one is listed here with its own final time and wall time.",
+            "", "| problem | arm and strategy | seed | session | final µs | wall s | stands instead |",
+            "|---|---|---:|---:|---:|---:|---:|", *rows, ""]
+
+
 def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: Sequence[Unfinished] = (),
-            runs: Sequence[Run] = ()) -> dict[str, Any]:
+            runs: Sequence[Run] = (), superseded: Sequence[tuple[Run, int]] = ()) -> dict[str, Any]:
     """Every figure of the report, for plotting elsewhere."""
     finite = (lambda v: v if v is not None and math.isfinite(v) else None)  # noqa: E731
     finished = {run.key for run in runs}
@@ -322,6 +340,10 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
                         "after_s": u.after_s, "reason": u.reason, "helion_configs": u.helion_configs,
                         "helion_best_ms": u.helion_best_ms, "finished_since": u.key in finished}
                        for u in unfinished],
+        "superseded": [{"kernel": run.problem.kernel, "shape": run.problem.shape, "dtype": run.problem.dtype,
+                        "arm": run.arm, "strategy": run.strategy, "seed": run.seed, "session": run.session_id,
+                        "final_ms": finite(run.final_ms), "wall_s": run.wall_s, "stands_instead": by}
+                       for run, by in superseded],
         "targets": [{"subject": v.subject, "target": v.target, "status": v.status, "met": v.met,
                      "details": v.details, "met_at": v.met_at, "missed_at": v.missed_at,
                      "not_yet_measured_at": v.unmeasured} for v in judged],
