@@ -24,7 +24,7 @@ def test_prints_facts_rules_and_the_seed_for_a_fused_kernel(capsys):
     code, out, _ = run(capsys, "matmul-layernorm", "--shape", "512x256x1024")
     assert code == 0
     for text in ("MatmulFact", "ReductionFact", "MatmulWithReductionEpilogueFact", "mean+mean",
-                 "matmul_epilogue_resident", "fired: 1 seed(s)", "row_reduction", "not applicable",
+                 "matmul_epilogue_resident", "fired: 3 seed(s)", "row_reduction", "not applicable",
                  "num_warps=8", "staged 2 buffer(s) x 32 x (16 + 1024)"):
         assert text in out, text
 
@@ -47,7 +47,9 @@ def test_json_output_is_the_recorded_provenance(capsys):
     assert code == 0
     record = json.loads(out)
     assert [f["fact"] for f in record["facts"]] == ["MatmulFact", "ReductionFact", "MatmulWithReductionEpilogueFact"]
-    (seed,) = record["seeds"]
+    seed, *variants = record["seeds"]  # the rule's choice, then its other program orders
+    assert [s["params"]["pid_type"] for s in record["seeds"]] == ["persistent_interleaved", "persistent_blocked", "flat"]
+    assert all(s["rule"] == "matmul_epilogue_resident" and "program-order variants" in s["reason"] for s in variants)
     assert seed["rule"] == "matmul_epilogue_resident"
     assert seed["params"]["block_sizes[0]"] == 16  # 256 rows: M_BLOCK halved from 64 to fill the SMs
     assert seed["constants"]["MIN_PROGRAMS_PER_SM"] * seed["constants"]["sm_count"] > 256 // 32

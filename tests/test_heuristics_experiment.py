@@ -28,7 +28,9 @@ def test_dry_run_lists_declines_and_measures_nothing(capsys, monkeypatch):
 
 def test_table_ratios_are_other_time_over_seed_time():
     item = hs.plan("matmul-sum", "256x128x512", "float16", "cpu", sample=2, seed=0)
-    times = {"default": 2.0, "seed 1: matmul_epilogue_resident": 1.0, "grid 1": 1.5, "grid 2": None}
+    # the rule's choice and its program-order variants: a row each
+    times = {"default": 2.0, "seed 1: matmul_epilogue_resident": 1.0, "seed 2: matmul_epilogue_resident": 1.25,
+             "seed 3: matmul_epilogue_resident": 0.8, "grid 1": 1.5, "grid 2": None}
     results = {}
     for label, candidate, _ in item["candidates"]:
         ms = times[label]
@@ -36,10 +38,13 @@ def test_table_ratios_are_other_time_over_seed_time():
         results[candidate.key] = Result(key=candidate.key, status=status, median_ms=ms)
     baselines = {"torch": Result(key="torch", status=Status.OK, median_ms=4.0),
                  "torch.compile": Result(key="tc", status=Status.OK, median_ms=0.5)}
-    (row,) = hs.report_rows("matmul-sum", "256x128x512", item, {"results": results, "baselines": baselines})
+    rows = hs.report_rows("matmul-sum", "256x128x512", item, {"results": results, "baselines": baselines})
+    assert [row["seed"] for row in rows] == [f"seed {i}: matmul_epilogue_resident" for i in (1, 2, 3)]
+    assert [row["seed_ms"] for row in rows] == [1.0, 1.25, 0.8]
+    row = rows[0]
     assert (row["seed_ms"], row["default_ms"], row["grid_ms"], row["grid_ok"]) == (1.0, 2.0, 1.5, 1)
-    table = hs.markdown([row], "float16", "test")
-    assert "| 2.00x | 1.50x | 4.00x | 0.50x |" in table
+    table = hs.markdown(rows, "float16", "test")
+    assert "| 2.00x | 1.50x | 4.00x | 0.50x |" in table and "| 2.50x | 1.88x | 5.00x | 0.62x |" in table
 
 
 def test_rows_of_earlier_runs_are_kept(tmp_path, monkeypatch):
@@ -56,5 +61,7 @@ def test_rows_of_earlier_runs_are_kept(tmp_path, monkeypatch):
                                       "--grid-sample", "1", "--out", str(tmp_path), "--device", "cpu"])
     hs.main()
     rows = json.loads((tmp_path / "heuristic_seeds_float16.json").read_text())
-    assert [(r["kernel"], r["shape"]) for r in rows] == [("matmul-max", "1x1x1"), ("matmul-sum", "256x128x512")]
+    seeds = len(hs.plan("matmul-sum", "256x128x512", "float16", "cpu", sample=1, seed=0)["analysis"].outcome.seeds)
+    assert seeds == 3  # the rule's choice and its two program-order variants, a row each
+    assert [(r["kernel"], r["shape"]) for r in rows] == [("matmul-max", "1x1x1")] + [("matmul-sum", "256x128x512")] * 3
     assert "matmul-max" in (tmp_path / "heuristic_seeds_float16.md").read_text()

@@ -144,7 +144,7 @@ def test_boundaries_are_where_the_reasoning_says(bound):
 def test_below_the_cap_the_seed_is_the_largest_band(bound):
     itemsize = itemsize_of(bound)
     n = boundaries(bound)["k_drops"] // 2
-    (seed,) = rule_at(bound, n)
+    seed = rule_at(bound, n)[0]
     p = seed.params
     m = expected_m_block(bound, n)
     assert p["block_sizes[0]"] == m
@@ -159,7 +159,7 @@ def test_below_the_cap_the_seed_is_the_largest_band(bound):
 def test_the_wide_k_band_only_at_eight_warps_with_sixteen_bit_operands(bound):
     itemsize = itemsize_of(bound)
     for n in (256, 512, 1024):
-        (seed,) = rule_at(bound, n)
+        seed = rule_at(bound, n)[0]
         p = seed.params
         m = expected_m_block(bound, n)
         wide = itemsize == 2 and expected_warps(m, n) == 8 and footprint(3, 64, m, n, itemsize) <= CAP
@@ -186,7 +186,7 @@ def test_a_whole_register_file_accumulator_only_below_the_wide_m_tile(bound):
 
 def test_ieee_fp32_runs_one_stage_at_the_smallest_m_block(bound):
     for n in (256, 1024, 2048):
-        (seed,) = rule_at(bound, n)
+        seed = rule_at(bound, n)[0]
         p = seed.params
         if cuda_cores(bound):
             assert (p["block_sizes[0]"], p["num_stages"]) == (SMALLEST_M, me.CUDA_CORE_STAGES) == (16, 1)
@@ -207,7 +207,7 @@ def test_short_matrices_get_a_smaller_m_block_to_fill_the_sms(bound):
     assert math.ceil((enough - m_block) / m_block) < wanted
     assert rule_at(bound, n, m=enough - m_block)[0].params["block_sizes[0]"] == m_block // 2
     for rows in (512, 1024):  # the study's square cells: down to the floor
-        (seed,) = rule_at(bound, n, m=rows)
+        seed = rule_at(bound, n, m=rows)[0]
         assert seed.params["block_sizes[0]"] == me.MIN_M_BLOCK
         assert seed.constants["sm_count"] == H100.sm_count
     small = DeviceLimits("few SMs", smem_per_block=H100.smem_per_block, sm_count=8, source="test")
@@ -219,7 +219,7 @@ def test_a_grid_with_fewer_programs_than_sms_gets_eight_warps(bound):
     for rows, sm_count in ((1024, 132), (ROWS, 132), (1024, 8)):
         device = DeviceLimits("test", smem_per_block=H100.smem_per_block, sm_count=sm_count, source="test")
         m_block = expected_m_block(bound, n, rows, sm_count)
-        (seed,) = rule_at(bound, n, device, m=rows)
+        seed = rule_at(bound, n, device, m=rows)[0]
         assert seed.params["block_sizes[0]"] == m_block
         assert seed.params["num_warps"] == expected_warps(m_block, n, rows, sm_count)
     assert expected_warps(16, 256, 1024) == 8 and expected_warps(16, 256, ROWS) == 4  # both branches checked
@@ -228,7 +228,7 @@ def test_a_grid_with_fewer_programs_than_sms_gets_eight_warps(bound):
 def test_where_the_cap_starts_to_bite_k_block_drops_first(bound):
     itemsize = itemsize_of(bound)
     n = boundaries(bound)["k_drops"]
-    (seed,) = rule_at(bound, n)
+    seed = rule_at(bound, n)[0]
     p = seed.params
     m = expected_m_block(bound, n)
     stages = 1 if cuda_cores(bound) else 3
@@ -244,7 +244,7 @@ def test_past_the_feasible_range_the_rule_declines(bound):
     edge = boundaries(bound)["declines"]
     last = rule_at(bound, edge // 2)
     assert not isinstance(last, Declined)
-    (seed,) = last
+    seed = last[0]
     assert seed.params["block_sizes[1]"] == 16 and seed.params["num_stages"] >= 1
     for n in (edge, edge + edge // 2, 2 * edge):
         result = rule_at(bound, n)
@@ -261,7 +261,7 @@ def test_every_seed_fits_and_is_the_largest_fitting_band(bound, n):
     if isinstance(result, Declined):
         assert footprint(1, 16, m, n, itemsize) > CAP
         return
-    (seed,) = result
+    seed = result[0]
     p = seed.params
     k_block, stages = p["block_sizes[1]"], p["num_stages"]
     warps = expected_warps(m, n)
@@ -310,7 +310,7 @@ def test_real_bindings_at_the_edges(n, declines):
     if declines:
         assert outcome.seeds == () and [d.rule for d in outcome.declined] == [me.NAME]
     else:
-        (seed,) = outcome.seeds
+        seed = outcome.seeds[0]
         assert task.space.violations(seed.params) == [] and seed.params["block_sizes[1]"] == 32
         assert seed.params["num_warps"] == 8  # 256 rows: 16 programs for 132 SMs
         assert outcome.fired == (me.NAME,)
@@ -351,7 +351,7 @@ def test_descriptors_at_the_smallest_m_tile_only_past_half_the_register_file(bou
     if isinstance(without, Declined):  # past the feasible range descriptors change nothing
         assert isinstance(found, Declined)
         return
-    (seed,), (plain,) = found, without
+    seed, plain = found[0], without[0]
     m = expected_m_block(bound, n)
     n_pad = 2 ** math.ceil(math.log2(n))
     indexing = {k: v for k, v in seed.params.items() if k.startswith("indexing[")}
@@ -368,3 +368,51 @@ def test_descriptors_at_the_smallest_m_tile_only_past_half_the_register_file(bou
             k: v for k, v in plain.params.items() if k != "pid_type"}
     assert seed.params["pid_type"] == ("flat" if cuda_cores(bound) else me.PROGRAM_ORDER)
     assert space.violations(seed.params) == []
+
+
+@pytest.mark.parametrize("n", [512, 1024, 1536, 2048, 3072, 4096])
+def test_the_other_program_orders_and_the_budgets_m_tile_follow_the_rules_choice(bound, n):
+    """The rule's third revision: after its choice, the same tile in the two other program orders;
+    where descriptors dropped the M tile to 16, then the register budget's M tile with descriptors,
+    its own warps and band, in the rule's order.  IEEE fp32 products keep the one seed (no order)."""
+    space = with_descriptors(bound[0].space)
+    found = rule_in(bound, space, n)
+    if isinstance(found, Declined):
+        return
+    first = found[0]
+    assert all(space.violations(seed.params) == [] for seed in found)
+    assert len({repr(sorted(seed.params.items())) for seed in found}) == len(found)
+    if cuda_cores(bound):
+        assert len(found) == 1 and first.params["pid_type"] == "flat"
+        return
+    assert [seed.params["pid_type"] for seed in found[:3]] == list(me.PROGRAM_ORDERS)
+    assert me.PROGRAM_ORDERS[0] == me.PROGRAM_ORDER
+    for seed in found[1:3]:
+        assert {k: v for k, v in seed.params.items() if k != "pid_type"} == {
+            k: v for k, v in first.params.items() if k != "pid_type"}
+        assert "program-order variants" in seed.reason
+    m = expected_m_block(bound, n)
+    n_pad = 2 ** math.ceil(math.log2(n))
+    descriptors = itemsize_of(bound) == 2 and m * n_pad * 4 > me.REGISTER_FILE_BYTES // 2
+    if not descriptors or m == SMALLEST_M:
+        assert len(found) == 3
+        return
+    (variant,) = found[3:]
+    warps = expected_warps(m, n)
+    assert variant.params["block_sizes[0]"] == m > first.params["block_sizes[0]"] == SMALLEST_M
+    assert (variant.params["block_sizes[1]"], variant.params["num_stages"]) == expected_band(bound, n, m, warps)
+    assert variant.params["num_warps"] == warps and variant.params["pid_type"] == me.PROGRAM_ORDER
+    assert {v for k, v in variant.params.items() if k.startswith("indexing[")} == {me.TMA}
+    assert variant.params[me.HOST_DESCRIPTORS] is True and "M-tile variant" in variant.reason
+
+
+def test_without_the_persistent_order_in_the_space_the_rule_proposes_no_order(bound):
+    """A space that does not offer PROGRAM_ORDER gets the one seed in the space's default order."""
+    from search_spaces.space import SearchSpace
+
+    data = bound[0].space.to_dict()
+    pid = next(p for p in data["parameters"] if p["name"] == "pid_type")
+    pid["choices"] = ["flat", "persistent_blocked"]
+    space = SearchSpace.from_dict(data)
+    found = rule_in(bound, space, 1024)
+    assert len(found) == 1 and found[0].params["pid_type"] == space.default["pid_type"]

@@ -130,6 +130,32 @@ class ProblemSummary:
         """The seed figure of the runs that recorded this version of their seed source, present or not."""
         return _seed_figure([r for r in self.warm_heuristic_versions or self.warm_heuristic if r.seeds_tag == version])
 
+    @property
+    def first_rule_seed(self) -> SeedFigure:
+        """The rules' first seed alone over the runs of the present seed source (where a rule gives
+        several, the first is its own choice and the rest its variants)."""
+        runs = [r for r in self.warm_heuristic if EARLIER_SEEDS not in r.strategy and r.rule_seed_times]
+        times = [r.rule_seed_times[0][1] for r in runs if r.rule_seed_times[0][1] is not None]
+        if not times:
+            return SeedFigure(runs=len(runs))
+        return SeedFigure(statistics.median(times), "the rule's first seed alone", len(runs),
+                          dict(runs[0].rule_seed_times[0][0]))
+
+    def rule_seed_times(self) -> list[tuple[str, float | None]]:
+        """Each of the present rule seeds (the runs of the present seed source, the first run's
+        seeds) by how it differs from the rules' first seed, with its median time over the runs."""
+        runs = [r for r in self.warm_heuristic if EARLIER_SEEDS not in r.strategy and r.rule_seed_times]
+        if not runs:
+            return []
+        first = runs[0].rule_seed_times[0][0]
+        out = []
+        for i, (seed, _) in enumerate(runs[0].rule_seed_times):
+            times = [r.rule_seed_times[i][1] for r in runs if len(r.rule_seed_times) > i
+                     and r.rule_seed_times[i][0] == seed and r.rule_seed_times[i][1] is not None]
+            label = "first" if i == 0 else ", ".join(f"{k} {v!r}" for k, v in seed.items() if first.get(k) != v)
+            out.append((label, statistics.median(times) if times else None))
+        return out
+
     def ratio(self, figure: SeedFigure) -> float | None:
         return _ratio(figure.ms, self.best_ms)
 
@@ -311,6 +337,7 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
     result.append(_seed_target(summaries, d.MATMUL, "matmul cells"))
     # Where each revision of the resident rule is judged: the cells declared after it, by its seeds.
     result.append(_seed_target(summaries, d.MATMUL_THIRD, THIRD_SUBJECT))
+    result.append(_seed_target(summaries, d.MATMUL_THIRD, THIRD_FIRST_SUBJECT, figure=lambda s: s.first_rule_seed))
     result.append(_seed_target(summaries, d.MATMUL_HOST_DESCRIPTORS, HOST_SUBJECT,
                                figure=lambda s: s.seed_recorded_as(d.MATMUL_SECOND_REVISION)))
     result.append(_seed_target(summaries, d.MATMUL_REVISED, FIRST_REVISION_SUBJECT,
@@ -342,6 +369,7 @@ def headline(judged: Sequence[Verdict]) -> list[tuple[str, Verdict | None]]:
 
 
 THIRD_SUBJECT = "matmul cells declared after the rule's third revision"
+THIRD_FIRST_SUBJECT = THIRD_SUBJECT + ", its first seed alone"
 HOST_SUBJECT = "matmul cells declared after the rule's second revision, by its seeds"
 FIRST_REVISION_SUBJECT = "matmul cells declared after the rule's first revision, by its seeds"
 

@@ -57,6 +57,8 @@ class Run:
     rule_ms: float | None = None  # the fastest of the rules' own seeds among them (Helion's compiler seeds aside)
     rule_params: dict[str, Any] | None = None  # that seed's point
     rule_seeds: int = 0  # how many seeds the rules gave (rule_ms is the fastest of them)
+    # each rule seed (in the rules' order) with its time in this run: None where it failed or was not run
+    rule_seed_times: list[tuple[dict[str, Any], float | None]] = field(default_factory=list)
     final_params: dict[str, Any] | None = None  # the point of the run's answer
     default_ms: float | None = None
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
@@ -317,6 +319,7 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
     run.heuristic_ms = _fastest(seeded)
     rules = rule_seeds(session)
     run.rule_seeds = len(rules)
+    run.rule_seed_times = [(seed, _fastest(r for r in seeded if _matches(r.candidate.params, seed))) for seed in rules]
     fastest_rule = _fastest_row(r for r in seeded if any(_matches(r.candidate.params, p) for p in rules))
     if fastest_rule is not None:
         run.rule_ms, run.rule_params = fastest_rule.result.median_ms, dict(fastest_rule.candidate.params)

@@ -276,6 +276,10 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     if summary.seed.ms is not None:
         lines.append(f"Heuristic seed ({summary.seed.kind}): {_ms(summary.seed.ms)} µs, "
                      f"{summary.ratio(summary.seed):.3f}x the best found.")
+    seeds = summary.rule_seed_times()
+    if len(seeds) > 1 and summary.problem.family == "matmul":
+        lines.append(f"The rule's {len(seeds)} seeds (median over the runs): " + "; ".join(
+            f"{label}: {'failed' if ms is None else f'{_ms(ms)} µs'}" for label, ms in seeds) + ".")
     changed = summary.rule_differences()
     if changed:
         lines.append("The best found differs from the rule seed in: "
@@ -353,6 +357,8 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
             "kernel": s.problem.kernel, "shape": s.problem.shape, "dtype": s.problem.dtype, "best_ms": s.best_ms,
             "helion_ms": s.helion_ms, "helion_wall_s": s.helion_wall_s, "seed_ms": s.seed.ms,
             "seed_kind": s.seed.kind, "seed_ratio": s.ratio(s.seed),
+            "rule_seeds": [{"seed": label, "ms": ms} for label, ms in s.rule_seed_times()],
+            "first_rule_seed_ms": s.first_rule_seed.ms,
             "rule_differences": [{"parameter": n, "rule": r, "best": b} for n, r, b in s.rule_differences()],
             "earlier_seed_ms": s.earlier_seed.ms, "earlier_seed_ratio": s.ratio(s.earlier_seed),
             "arms": [{

@@ -9,6 +9,7 @@ own seeds or a grid point; its `heuristics` record says why the rule declined wh
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,8 +154,15 @@ def _fastest(by_label: dict[str, Result | None], invalid: dict[str, str],
     timings = {label: _timing(by_label.get(label), label in by_label) if label not in invalid
                else Timing(None, "invalid") for label in labels}
     ran = [label for label in labels if timings[label].ok]
-    best = min(ran, key=lambda label: timings[label].ms or 0.0) if ran else labels[0]
+    # equal times: the lower-numbered label (the rule's own choice before its variants)
+    best = min(ran, key=lambda label: (timings[label].ms or 0.0, _ordinal(label))) if ran else labels[0]
     return timings[best], best
+
+
+def _ordinal(label: str) -> int:
+    """The number in a label such as 'seed 2: rule' (0 when it has none)."""
+    found = re.search(r"\d+", label)
+    return int(found.group()) if found else 0
 
 
 def _tiles(seeds: list[dict[str, Any]], label: str) -> str:
