@@ -169,18 +169,19 @@ PROGRAM_ORDER = "persistent_interleaved"
 #   24576x1024x1792 1.065 / 1.047 / 1.113;
 #   flat: logsumexp 32768x768x2048 1.057 / 1.056 / 1.004, softmax 32768x1024x2048
 #   1.059 / 1.059 / 1.007.
-# The first seed keeps PROGRAM_ORDER (most often fastest, never worse than 1.08).  Fitted on
-# those cells; the cells declared after it (MATMUL_THIRD there) judge it.
+# The first seed keeps PROGRAM_ORDER (fastest at four of the ten cells, as persistent_blocked
+# is, and within 1.08 of the cell's fastest config at all ten).  Fitted on those cells; the
+# cells declared after it (MATMUL_THIRD there) judge it.
 PROGRAM_ORDERS = (PROGRAM_ORDER, "persistent_blocked", "flat")
 # ... and where descriptors drop the M tile to MIN_M_BLOCK, the M tile of the register budget is
 # proposed too (with descriptors, its own warps and K band, in PROGRAM_ORDER): every program
 # re-reads the whole [K, N] operand from L2, so halving the M tile doubles that traffic, and the
-# cost of the larger accumulator is not one the facts size.  Recorded at the same cells (M 32
-# against M 16, the rule's tile otherwise): logsumexp 49152x1536x1280 1.013 against 1.726, while
-# M 16 won at the five other cells where both were measured (rmsnorm 16384x2048x2048 1.024
-# against 1.489, logsumexp 32768x768x2048 1.057 against 1.479, l2norm 65536x512x1280 1.022
-# against 1.571, softmax 32768x1024x2048 1.059 against 1.523, layernorm 24576x1024x1792 1.065
-# against 1.859).  Fitted on the same cells, judged on the same later ones.
+# cost of the larger accumulator is not one the facts size.  Recorded at the same cells (M 32 /
+# M 16, the rule's tile otherwise, as above): logsumexp 49152x1536x1280 1.013 / 1.726, while M 16
+# won at the five other cells where both were measured (rmsnorm 16384x2048x2048 1.489 / 1.024,
+# logsumexp 32768x768x2048 1.479 / 1.057, l2norm 65536x512x1280 1.571 / 1.022, softmax
+# 32768x1024x2048 1.523 / 1.059, layernorm 24576x1024x1792 1.859 / 1.065).  Fitted on the same
+# cells, judged on the same later ones.
 
 
 def staged_buffers(num_stages: int) -> int:
@@ -257,15 +258,15 @@ def emit(facts: KernelFacts, space: Any, device: DeviceLimits) -> list[Seed] | D
     if isinstance(primary, Declined):
         return primary
     seeds = [primary]
-    for order in orders[1:]:  # the other program orders, the same tile (ORDER_VARIANTS)
+    for order in orders[1:]:  # the other program orders, the same tile (see PROGRAM_ORDERS)
         variant = _sized(fact, space, device, m_block, descriptors, order,
                          f"; one of the rule's program-order variants ({order} for {orders[0]})")
         if isinstance(variant, Seed):
             seeds.append(variant)
-    if descriptors and budget_m > m_block:  # the register-budget M tile beside M 16 (BUDGET_M_VARIANT)
+    if descriptors and budget_m > m_block:  # the register budget's M tile beside M 16 (see PROGRAM_ORDERS)
         variant = _sized(fact, space, device, budget_m, descriptors, orders[0] if orders else None,
                          f"; the rule's M-tile variant: M_BLOCK {budget_m}, the register budget's, "
-                         f"beside {m_block} (operand re-reads halved, the accumulator the whole file)")
+                         f"beside {m_block} (fewer re-reads of the [K, N] operand, a larger accumulator)")
         if isinstance(variant, Seed):
             seeds.append(variant)
     return seeds

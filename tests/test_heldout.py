@@ -939,7 +939,7 @@ def test_matmul_runs_seeded_before_the_resident_rules_third_revision_are_kept_ap
     assert text.startswith("## Runs recorded again")
     assert f"| {problem.label} | warm-heuristic pattern (earlier seeds) | 3 | {first.session_id} | " \
            f"{first.final_ms * 1000:.1f} | {first.wall_s:.0f} | {second.session_id} |" in text
-    (row,) = as_json([summary], [verdict], runs=standing(every), superseded=superseded(every))["superseded"]
+    (row,) = as_json([summary], [verdict], runs=standing(every), again=superseded(every))["superseded"]
     assert (row["session"], row["stands_instead"], row["final_ms"]) == (first.session_id, second.session_id,
                                                                         first.final_ms)
     assert superseded_section([]) == []

@@ -319,13 +319,13 @@ def problem_section(summary: ProblemSummary) -> list[str]:
     return lines + [""]
 
 
-def superseded_section(superseded: Sequence[tuple[Run, int]]) -> list[str]:
+def superseded_section(again: Sequence[tuple[Run, int]]) -> list[str]:
     """Finished runs recorded again under the same key: the latest stands in every figure, and the
     earlier ones are listed here with their own figures, so that a repeat never hides a result."""
-    if not superseded:
+    if not again:
         return []
     rows = [f"| {run.problem.label} | {run.arm} {run.strategy} | {run.seed} | {run.session_id} | {_ms(run.final_ms)} | "
-            f"{'-' if run.wall_s is None else f'{run.wall_s:.0f}'} | {by} |" for run, by in superseded]
+            f"{'-' if run.wall_s is None else f'{run.wall_s:.0f}'} | {by} |" for run, by in again]
     return ["## Runs recorded again", "",
             "A run recorded again under the same arm, strategy and seed (a repeated command) stands in every "
             "figure by its latest session; each earlier one is listed here with its own final time and wall time.",
@@ -334,7 +334,7 @@ def superseded_section(superseded: Sequence[tuple[Run, int]]) -> list[str]:
 
 
 def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: Sequence[Unfinished] = (),
-            runs: Sequence[Run] = (), superseded: Sequence[tuple[Run, int]] = ()) -> dict[str, Any]:
+            runs: Sequence[Run] = (), again: Sequence[tuple[Run, int]] = ()) -> dict[str, Any]:
     """Every figure of the report, for plotting elsewhere."""
     finite = (lambda v: v if v is not None and math.isfinite(v) else None)  # noqa: E731
     finished = {run.key for run in runs}
@@ -347,7 +347,7 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
         "superseded": [{"kernel": run.problem.kernel, "shape": run.problem.shape, "dtype": run.problem.dtype,
                         "arm": run.arm, "strategy": run.strategy, "seed": run.seed, "session": run.session_id,
                         "final_ms": finite(run.final_ms), "wall_s": run.wall_s, "stands_instead": by}
-                       for run, by in superseded],
+                       for run, by in again],
         "targets": [{"subject": v.subject, "target": v.target, "status": v.status, "met": v.met,
                      "details": v.details, "met_at": v.met_at, "missed_at": v.missed_at,
                      "not_yet_measured_at": v.unmeasured} for v in judged],
