@@ -114,9 +114,14 @@ class ProblemSummary:
         return self.best_run.final_params if self.best_run is not None else None
 
     @property
+    def present_seed_runs(self) -> list[Run]:
+        """The warm-heuristic runs of the present seed source."""
+        return [r for r in self.warm_heuristic if EARLIER_SEEDS not in r.strategy]
+
+    @property
     def seed(self) -> SeedFigure:
         """The heuristic seed over the runs of the present seed source."""
-        return _seed_figure([r for r in self.warm_heuristic if EARLIER_SEEDS not in r.strategy])
+        return _seed_figure(self.present_seed_runs)
 
     @property
     def earlier_seed(self) -> SeedFigure:
@@ -134,7 +139,7 @@ class ProblemSummary:
     def first_rule_seed(self) -> SeedFigure:
         """The rules' first seed alone over the runs of the present seed source (where a rule gives
         several, the first is its own choice and the rest its variants)."""
-        runs = [r for r in self.warm_heuristic if EARLIER_SEEDS not in r.strategy and r.rule_seed_times]
+        runs = [r for r in self.present_seed_runs if r.rule_seed_times]
         times = [r.rule_seed_times[0][1] for r in runs if r.rule_seed_times[0][1] is not None]
         if not times:
             return SeedFigure(runs=len(runs))
@@ -144,7 +149,7 @@ class ProblemSummary:
     def rule_seed_times(self) -> list[tuple[str, float | None]]:
         """Each of the present rule seeds (the runs of the present seed source, the first run's
         seeds) by how it differs from the rules' first seed, with its median time over the runs."""
-        runs = [r for r in self.warm_heuristic if EARLIER_SEEDS not in r.strategy and r.rule_seed_times]
+        runs = [r for r in self.present_seed_runs if r.rule_seed_times]
         if not runs:
             return []
         first = runs[0].rule_seed_times[0][0]
@@ -194,7 +199,7 @@ def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS,
         if not here:
             continue
         # the best anyone found: runs recorded again count too (each was a finished run, re-timed)
-        answered = [r for r in here + [r for r in every_run if r.problem == problem] if r.final_ms is not None]
+        answered = [r for r in [r for r in every_run if r.problem == problem] or here if r.final_ms is not None]
         best_run = min(answered, key=lambda r: r.final_ms, default=None)
         best = best_run.final_ms if best_run is not None else None
         helion = helion_runs(here)

@@ -319,8 +319,9 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
     run.heuristic_ms = _fastest(seeded)
     rules = rule_seeds(session)
     run.rule_seeds = len(rules)
-    run.rule_seed_times = [(seed, _fastest(r for r in seeded if _matches(r.candidate.params, seed))) for seed in rules]
-    fastest_rule = _fastest_row(r for r in seeded if any(_matches(r.candidate.params, p) for p in rules))
+    per_seed = [(seed, _fastest_row(r for r in seeded if _matches(r.candidate.params, seed))) for seed in rules]
+    run.rule_seed_times = [(seed, row.result.median_ms if row is not None else None) for seed, row in per_seed]
+    fastest_rule = _fastest_row(row for _, row in per_seed if row is not None)
     if fastest_rule is not None:
         run.rule_ms, run.rule_params = fastest_rule.result.median_ms, dict(fastest_rule.candidate.params)
     if run.arm == d.HELION_QUICK:
