@@ -199,7 +199,8 @@ def summarise(runs: Iterable[Run], problems: Sequence[Problem] = d.PROBLEMS,
         if not here:
             continue
         # the best anyone found: runs recorded again count too (each was a finished run, re-timed)
-        answered = [r for r in [r for r in every_run if r.problem == problem] or here if r.final_ms is not None]
+        every_here = [r for r in every_run if r.problem == problem] or here
+        answered = [r for r in every_here if r.final_ms is not None]
         best_run = min(answered, key=lambda r: r.final_ms, default=None)
         best = best_run.final_ms if best_run is not None else None
         helion = helion_runs(here)

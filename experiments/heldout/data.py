@@ -147,19 +147,16 @@ def _of_the_study(cache: Cache) -> Iterator[tuple[dict[str, Any], dict[str, Any]
             yield session, tags
 
 
+def _measured_to_its_end(session: dict[str, Any]) -> bool:
+    """A session that ended as a run ends (limit, budget, done) and measured something."""
+    return session["exit_reason"] in DONE and session["evaluations"] > 0
+
+
 def _finished(cache: Cache) -> Iterator[tuple[Key, dict[str, Any]]]:
     """Every finished session of the study with its run's key, in session order."""
     for session, tags in _of_the_study(cache):
-        if session["mode"] != "gpu":
-            continue
-        if session["exit_reason"] not in DONE or session["evaluations"] == 0:
-            continue
-        yield run_key(_problem(session), tags.get("arm", "?"), strategy_label(session), tags.get("seed", 0)), session
-
-
-def study_sessions(cache: Cache) -> dict[Key, dict[str, Any]]:
-    """The latest finished session of each run of the study."""
-    return dict(_finished(cache))
+        if session["mode"] == "gpu" and _measured_to_its_end(session):
+            yield run_key(_problem(session), tags.get("arm", "?"), strategy_label(session), tags.get("seed", 0)), session
 
 
 EARLIER = " (earlier version)"  # the label of a run of a strategy whose source has changed since
@@ -238,9 +235,9 @@ def load_unfinished(db: Path, shipped: Path | None) -> list[Unfinished]:
     try:
         found = []
         for session, tags in _of_the_study(cache):
-            reason = session["exit_reason"]
-            if reason in DONE and session["evaluations"] > 0:
+            if _measured_to_its_end(session):
                 continue
+            reason = session["exit_reason"]
             if reason in DONE:
                 reason += " (its limit came before any config was measured)"
             after = tags.get("failed_after_s")
@@ -288,7 +285,7 @@ def recorded_keys(db: Path, shipped: Path | None) -> set[Key]:
         return set()
     cache = open_for_reading(db, shipped)
     try:
-        return set(study_sessions(cache))
+        return {key for key, _ in _finished(cache)}
     finally:
         cache.close()
 
