@@ -122,10 +122,10 @@ def run_shape(shape_text: str, args: argparse.Namespace) -> None:
         baselines = evaluator.baselines()
         if helion:
             try:
-                _, past_limit, space_of_pick = pick_params(spec, shape, dtype, "cuda", helion["config"])
-                if past_limit:  # re-timed in the space without our elements-per-thread limit
-                    helion["past_thread_limit"] = past_limit
-                final = retime(space_of_pick, evaluator, helion["config"])
+                pick = pick_params(spec, shape, dtype, "cuda", helion["config"])
+                if pick.past_thread_limit:  # re-timed in the space without our elements-per-thread limit
+                    helion["past_thread_limit"] = pick.past_thread_limit
+                final = retime(pick.task, evaluator, helion["config"])
                 helion["final_ms"] = final.median_ms if final else None
             except ValueError as error:  # InvalidConfig: not a point of our space
                 console.print(f"Helion's final config could not be re-timed here: {error}")

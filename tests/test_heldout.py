@@ -602,6 +602,39 @@ def test_a_helion_pick_past_our_limit_is_retimed_in_the_space_without_it(monkeyp
     assert (json.loads(pick)["block_sizes[0]"], json.loads(pick)["num_warps"]) == (64, 4)
 
 
+def test_a_failed_retiming_of_a_pick_past_the_limit_is_recorded_in_the_space_without_it(tmp_path, monkeypatch):
+    """A run whose pick lay past our limit and whose re-timing then failed is recorded as a
+    finished one would have been: in the space without the limit, said in its options."""
+    import helion
+
+    from experiments.heldout.data import load_unfinished
+
+    problem = d.Problem("softmax", "64x1000", "float16")
+
+    def picks_past_the_limit(kernel, inputs):
+        _helion_log_and_pick(kernel)
+        return helion.Config(block_sizes=[64], reduction_loops=[None], num_warps=4)
+
+    def refused(request):
+        raise UserError("the GPU went away")
+
+    monkeypatch.setattr(runner, "_run", refused)
+    db = tmp_path / "home.db"
+    for seed, autotune in ((1, picks_past_the_limit), (2, lambda k, i: _helion_log_and_pick(k))):
+        with pytest.raises(UserError, match="went away"):
+            runner.HelionQuickJob(problem, seed, None, autotune=autotune, device="cpu")(db)
+    stored = Cache.open(db)
+    try:
+        past, within = (stored.session(u.session_id) for u in load_unfinished(db, None))
+    finally:
+        stored.close()
+    spec = get_kernel("softmax")
+    without = bind_live(spec, problem.dims, torch.float16, "cpu", thread_limit=False).fingerprint
+    assert (past["space_fingerprint"], past["options"].thread_limit) == (without, False)
+    assert within["space_fingerprint"] == bind_live(spec, problem.dims, torch.float16, "cpu").fingerprint != without
+    assert within["options"].thread_limit is None
+
+
 def test_a_helion_pick_past_the_limit_is_said_in_its_problem_section(tmp_path):
     from experiments.heldout.report import as_json, problem_section
 

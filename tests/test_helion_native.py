@@ -163,11 +163,12 @@ def test_pick_params_takes_a_pick_past_our_thread_limit_into_the_space_without_i
     fits neither (a tile past Triton's 2**20 elements) is refused."""
     spec = get_kernel("softmax")
     within = {"block_sizes": [8], "reduction_loops": [None], "num_warps": 4}
-    params, reason, task = pick_params(spec, (64, 1000), torch.float16, "cpu", within)
-    assert reason is None and params["block_sizes[0]"] == 8 and task.space.violations(params) == []
-    limited = task.space.constraints
-    params, reason, task = pick_params(spec, (64, 1000), torch.float16, "cpu", {**within, "block_sizes": [64]})
-    assert "exceeds 128" in reason and params["block_sizes[0]"] == 64
-    assert len(task.space.constraints) == len(limited) - 1 and task.space.violations(params) == []
+    pick = pick_params(spec, (64, 1000), torch.float16, "cpu", within)
+    assert pick.past_thread_limit is None and pick.thread_limit and pick.params["block_sizes[0]"] == 8
+    assert pick.task.space.violations(pick.params) == []
+    limited = pick.task.space.constraints
+    pick = pick_params(spec, (64, 1000), torch.float16, "cpu", {**within, "block_sizes": [64]})
+    assert "exceeds 128" in pick.past_thread_limit and not pick.thread_limit and pick.params["block_sizes[0]"] == 64
+    assert len(pick.task.space.constraints) == len(limited) - 1 and pick.task.space.violations(pick.params) == []
     with pytest.raises(InvalidConfig, match="exceeds"):
         pick_params(spec, (1024, 65536), torch.float16, "cpu", {**within, "block_sizes": [32]})

@@ -91,22 +91,36 @@ def read_log(path: Path) -> tuple[tuple[float, float], ...]:
     return tuple(sorted(timeline))
 
 
-def pick_params(spec: Any, shape: tuple[int, ...], dtype: Any, device: str,
-                pick: dict[str, Any]) -> tuple[dict[str, Any], str | None, Any]:
-    """Helion's pick as a point of the kernel's space, None, and the task bound there; or, where
-    the pick lies past our elements-per-thread limit (a limit of our searches, not of Helion's),
-    its point in the space without the limit (`thread_limit=False`), why the space with it
-    refused it, and the task without the limit: Helion's answer is re-timed whatever it is, and
-    a pick past the limit is not dropped from a study.  Anything else that does not fit is raised."""
+@dataclass(frozen=True)
+class HelionPick:
+    """Helion's pick as a point of our space: its params, the task bound in the space it is a
+    point of, and, where that is the space without our elements-per-thread limit, why the
+    space with the limit refused it (None otherwise)."""
+
+    params: dict[str, Any]
+    task: Any
+    past_thread_limit: str | None = None
+
+    @property
+    def thread_limit(self) -> bool:
+        """Whether the pick is a point of the space with our limit (what a session records)."""
+        return self.past_thread_limit is None
+
+
+def pick_params(spec: Any, shape: tuple[int, ...], dtype: Any, device: str, pick: dict[str, Any]) -> HelionPick:
+    """Helion's pick as a point of the kernel's space; where it lies past our elements-per-thread
+    limit (a limit of our searches, not of Helion's), its point in the space without the limit
+    (`thread_limit=False`): Helion's answer is re-timed whatever it is, and a pick past the limit
+    is not dropped from a study.  Anything else that does not fit is raised (InvalidConfig)."""
     from autotune.task import bind_live
     from search_spaces.space import InvalidConfig
 
     task = bind_live(spec, shape, dtype, device)
     try:
-        return task.codec.params_of(pick), None, task
+        return HelionPick(task.codec.params_of(pick), task)
     except InvalidConfig as refused:
         task = bind_live(spec, shape, dtype, device, thread_limit=False)
-        return task.codec.params_of(pick), str(refused), task
+        return HelionPick(task.codec.params_of(pick), task, str(refused))
 
 
 def retime(task: Any, evaluator: Any, config: dict[str, Any]) -> Result | None:

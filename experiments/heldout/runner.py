@@ -122,7 +122,7 @@ class HelionQuickJob:
 
         tags: dict[str, Any] = {"study": d.STUDY, "arm": self.arm, "strategy": self.strategy, "seed": self.seed,
                                 "job_started": round(started, 3), "compile_caches": d.FRESH_CACHES}
-        stage = "search"
+        stage, thread_limit = "search", True
         with tempfile.TemporaryDirectory() as scratch:
             log_stem = Path(scratch) / "helion_quick"
             try:
@@ -135,14 +135,15 @@ class HelionQuickJob:
                 tags.update({"helion_job_s": round(job_s, 3), "helion_wall_s": round(native.wall_s, 3),
                              "helion_pick": native.config, **timeline_tags(native.timeline)})
                 stage = "re-timing its pick"
-                params, refused_by_limit, _ = pick_params(spec, shape, dtype, self.device, native.config)
-                if refused_by_limit:
-                    tags["helion_pick_past_thread_limit"] = refused_by_limit
+                pick = pick_params(spec, shape, dtype, self.device, native.config)
+                thread_limit = pick.thread_limit
+                if pick.past_thread_limit:
+                    tags["helion_pick_past_thread_limit"] = pick.past_thread_limit
                 # The pick is a --config (generation 0, after the default) and the fixed strategy's one config.
                 request = replace(tune_request(db_path, self.problem, strategy="fixed", budget=1, seconds=None,
                                                seed=self.seed, seed_from="", shipped=self.shipped, tags=tags),
-                                  configs=(json.dumps(params),), strategy_options=(("configs", {self.arm: params}),),
-                                  thread_limit=not refused_by_limit)
+                                  configs=(json.dumps(pick.params),),
+                                  strategy_options=(("configs", {self.arm: pick.params}),), thread_limit=thread_limit)
                 outcome = _run(request)
             except (Exception, KeyboardInterrupt) as error:  # a deadline or Ctrl-C too: recorded, then raised on
                 tags["failed_after_s"] = round(time.time() - started, 3)
@@ -151,7 +152,7 @@ class HelionQuickJob:
                 how = d.FAILED if isinstance(error, Exception) else d.INTERRUPTED
                 said = f": {error}" if isinstance(error, Exception) and str(error) else ""
                 record_failure(db_path, self.shipped, self.problem, self.device, tags,
-                               f"{how} in {stage}: {type(error).__name__}{said}")
+                               f"{how} in {stage}: {type(error).__name__}{said}", thread_limit=thread_limit)
                 raise
         return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
 
@@ -173,13 +174,14 @@ def _logged_so_far(log_stem: Path) -> tuple[tuple[float, float], ...]:
 
 
 def record_failure(db_path: Path, shipped: Path | None, problem: Problem, device: str, tags: dict[str, Any],
-                   reason: str) -> int | None:
+                   reason: str, thread_limit: bool = True) -> int | None:
     """Record a Helion quick run that failed or was interrupted as a session with no
     evaluations, its tags (the time spent, Helion's timeline so far, and its pick where its
     search finished) and `reason` as its exit: minutes of a GPU are not lost without a trace,
     and the report lists the run.  The report's figures leave it out and the runner plans it
-    again.  None when even that cannot be written (the message is printed; the caller raises
-    the job's own error)."""
+    again.  The session is of the space the pick was re-timed in (`thread_limit`), as a finished
+    run's would be.  None when even that cannot be written (the message is printed; the caller
+    raises the job's own error)."""
     from autotune.databases import open_for_writing
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.session_options import SessionOptions
@@ -187,7 +189,8 @@ def record_failure(db_path: Path, shipped: Path | None, problem: Problem, device
 
     try:
         spec = get_kernel(problem.kernel)
-        task = bind_live(spec, parse_shape(problem.shape, spec.rank), parse_dtype(problem.dtype), device)
+        task = bind_live(spec, parse_shape(problem.shape, spec.rank), parse_dtype(problem.dtype), device,
+                         thread_limit=thread_limit)
         store = open_for_writing(db_path, shipped)
         try:
             store.put_space(task.identity)
@@ -196,7 +199,7 @@ def record_failure(db_path: Path, shipped: Path | None, problem: Problem, device
                 budget=None, seconds=None, fingerprint=task.fingerprint, device=task.identity.device,
                 versions=task.identity.versions, mode="gpu",
                 options=SessionOptions(db=str(db_path), shipped=str(shipped) if shipped else None, seed_from="",
-                                       fresh=True, experiment=dict(tags)))
+                                       fresh=True, experiment=dict(tags), thread_limit=None if thread_limit else False))
             store.end_session(session_id, reason, None)
             return session_id
         finally:

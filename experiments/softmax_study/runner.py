@@ -62,17 +62,17 @@ class HelionQuickJob:
         shape, dtype = parse_shape(self.shape, spec.rank), parse_dtype(self.dtype)
         with tempfile.TemporaryDirectory() as scratch:
             native_run = run_native(spec, shape, dtype, Path(scratch) / "helion_quick", effort=QUICK)
-        params, refused_by_limit, _ = pick_params(spec, shape, dtype, "cuda", native_run.config)
+        pick = pick_params(spec, shape, dtype, "cuda", native_run.config)
         tags = {"method": self.method, "helion_wall_s": round(native_run.wall_s, 3),
                 "helion_configs": native_run.configs}
-        if refused_by_limit:
-            tags["helion_pick_past_thread_limit"] = refused_by_limit
+        if pick.past_thread_limit:
+            tags["helion_pick_past_thread_limit"] = pick.past_thread_limit
         # The pick is a --config (evaluated in generation 0, after the default, where the report
         # reads it) and the fixed strategy's one config, so the session proposes nothing else.
         outcome = _tune(db_path, kernel=d.HELION_KERNEL, shape=self.shape, dtype=self.dtype, strategy="fixed",
-                        budget=1, seconds=None, seed_from="", configs=(json.dumps(params),),
-                        strategy_options=(("configs", {self.method: params}),), experiment=tags,
-                        thread_limit=not refused_by_limit)
+                        budget=1, seconds=None, seed_from="", configs=(json.dumps(pick.params),),
+                        strategy_options=(("configs", {self.method: pick.params}),), experiment=tags,
+                        thread_limit=pick.thread_limit)
         return {"session": outcome.session_id, "helion_wall_s": native_run.wall_s,
                 "helion_configs": native_run.configs}
 
