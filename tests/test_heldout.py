@@ -697,7 +697,7 @@ def test_a_failed_helion_run_is_recorded_with_its_reason_left_out_of_the_figures
     plan = runner.Plan(problems=(problem,), arms=(d.HELION_QUICK,), helion_seeds=(2, 3), shipped=None)
     assert [job.seed for job in runner.plan_jobs(plan, recorded_keys(db, None))] == [2, 3]
 
-    finished = [SimpleNamespace(key=run_key(problem, d.HELION_QUICK, d.NATIVE, 3))]
+    finished = {run_key(problem, d.HELION_QUICK, d.NATIVE, 3)}
     section = "\n".join(unfinished_section([search, retiming], finished))
     assert "| softmax 64x1000 float16 | helion-quick native | 2 |" in section
     rows = [line for line in section.splitlines() if line.startswith("| softmax")]
@@ -972,7 +972,7 @@ def test_matmul_runs_seeded_before_the_resident_rules_third_revision_are_kept_ap
     assert text.startswith("## Runs recorded again")
     assert f"| {problem.label} | warm-heuristic pattern (earlier seeds) | 3 | {first.session_id} | " \
            f"{first.final_ms * 1000:.1f} | {first.wall_s:.0f} | {second.session_id} |" in text
-    (row,) = as_json([summary], [verdict], runs=standing(every), again=superseded(every))["superseded"]
+    (row,) = as_json([summary], [verdict], again=superseded(every))["superseded"]
     assert (row["session"], row["stands_instead"], row["final_ms"]) == (first.session_id, second.session_id,
                                                                         first.final_ms)
     assert superseded_section([]) == []

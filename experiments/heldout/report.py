@@ -11,7 +11,7 @@ import json
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions
@@ -19,7 +19,7 @@ from autotune.experiment import ExperimentOptions
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, ProblemSummary, Verdict, headline, summarise, verdicts
-from .data import Run, Unfinished, load_every_run, load_unfinished, other_kernels, standing, superseded
+from .data import Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, standing, superseded
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
@@ -38,9 +38,10 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     unfinished = [u for u in load_unfinished(options.db, options.shipped) if u.problem in problems]
     path = options.out / "README.md"
     again = [(run, by) for run, by in superseded(every_run) if run.problem in problems]
+    finished = {run.key for run in runs}
     path.write_text(render(summaries, judged, options, figures, others,
-                           unfinished_section(unfinished, runs) + superseded_section(again)))
-    (options.out / "results.json").write_text(json.dumps(as_json(summaries, judged, unfinished, runs, again),
+                           unfinished_section(unfinished, finished) + superseded_section(again)))
+    (options.out / "results.json").write_text(json.dumps(as_json(summaries, judged, unfinished, finished, again),
                                                          indent=1))
     console.print("\n".join(f"{v.subject}: {v.target}: {v.status}" for v in judged))
     return path
@@ -230,13 +231,12 @@ def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
             "|---|---|---|---:|---|---:|", *rows, ""]
 
 
-def unfinished_section(unfinished: Sequence[Unfinished], runs: Sequence[Run]) -> list[str]:
+def unfinished_section(unfinished: Sequence[Unfinished], finished: Collection[Key]) -> list[str]:
     """The runs that did not finish (failed, interrupted, never ended), each with whether a run of
-    the same key has finished since.  None of them is in any figure; the runner plans each again
-    until it finishes."""
+    the same key is among the `finished` since.  None of them is in any figure; the runner plans
+    each again until it finishes."""
     if not unfinished:
         return []
-    finished = {run.key for run in runs}
     rows = [f"| {u.problem.label} | {u.arm} {u.strategy} | {u.seed} | {u.session_id} | "
             f"{'-' if u.after_s is None else f'{u.after_s:.0f}'} | {_helion_so_far(u)} | "
             f"{u.reason.replace('|', '/')} | {'yes' if u.key in finished else 'not yet'} |" for u in unfinished]
@@ -334,10 +334,9 @@ def superseded_section(again: Sequence[tuple[Run, int]]) -> list[str]:
 
 
 def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: Sequence[Unfinished] = (),
-            runs: Sequence[Run] = (), again: Sequence[tuple[Run, int]] = ()) -> dict[str, Any]:
-    """Every figure of the report, for plotting elsewhere."""
+            finished: Collection[Key] = (), again: Sequence[tuple[Run, int]] = ()) -> dict[str, Any]:
+    """Every figure of the report, for plotting elsewhere; `finished`: the keys of the finished runs."""
     finite = (lambda v: v if v is not None and math.isfinite(v) else None)  # noqa: E731
-    finished = {run.key for run in runs}
     return {
         "unfinished": [{"kernel": u.problem.kernel, "shape": u.problem.shape, "dtype": u.problem.dtype,
                         "arm": u.arm, "strategy": u.strategy, "seed": u.seed, "session": u.session_id,
