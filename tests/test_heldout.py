@@ -1042,3 +1042,66 @@ def test_each_rule_seed_of_a_matmul_cell_is_reported_with_its_time(heldout_db, h
     assert [row["seed"] for row in cell["rule_seeds"]] == [label for label, _ in seeds]
     assert [row["ms"] for row in cell["rule_seeds"]] == pytest.approx(expected)
     assert cell["first_rule_seed_ms"] == pytest.approx(expected[0])
+
+
+def test_where_each_arm_started_is_reported_from_its_rows(heldout_db, heldout_report):
+    """The report's table of starting points gives, per problem, the default config's time (median
+    over our runs), the heuristic seed's and the fastest cache seed's (median over the present
+    warm-cache runs), each over the best found, as read from the rows with plain SQL."""
+    folder, results = heldout_report
+    conn = sqlite3.connect(heldout_db)
+    try:
+        def fastest_seed(session: int, origin: str) -> float | None:
+            (ms,) = conn.execute("SELECT MIN(median_ms) FROM evaluations WHERE session_id = ? AND generation = 0 "
+                                 "AND origin = ? AND status = 'ok'", (session, origin)).fetchone()
+            return ms
+
+        standing_sessions = {r.session_id for r in load_runs(heldout_db, None)}
+
+        def sessions_of(problem: d.Problem, arms: tuple[str, ...]) -> list[int]:
+            found = []
+            for session, options in conn.execute("SELECT id, options FROM sessions WHERE kernel = ? AND shape = ?",
+                                                  (problem.kernel, json.dumps(list(problem.dims)))):
+                if json.loads(options).get("experiment", {}).get("arm") in arms and session in standing_sessions:
+                    found.append(session)
+            return found
+
+        ours = sessions_of(SOFTMAX, d.OUR_ARMS)
+        default = statistics.median(m for m in (fastest_seed(s, "default") for s in ours) if m is not None)
+        cache = statistics.median(fastest_seed(s, "cache") for s in sessions_of(SOFTMAX, (d.WARM_CACHE,)))
+    finally:
+        conn.close()
+    (summary,) = analysis.summarise(load_runs(heldout_db, None), problems=(SOFTMAX,))
+    best = summary.best_ms
+    assert cache < default and summary.cache_seed.runs == 2
+    table = (folder / "README.md").read_text().split("## Where the searches started")[1].split("\n## ")[0]
+    (row,) = [line for line in table.splitlines() if line.startswith(f"| {SOFTMAX.label} |")]
+    assert row == (f"| {SOFTMAX.label} | {best * 1000:.1f} | {default * 1000:.1f} ({default / best:.3f}) | "
+                   f"{summary.seed.ms * 1000:.1f} ({summary.seed.ms / best:.3f}) | "
+                   f"{cache * 1000:.1f} ({cache / best:.3f}) | 1024x1024 |")
+    (matmul,) = [line for line in table.splitlines() if line.startswith(f"| {MATMUL.label} |")]
+    assert matmul.endswith("| - | - |")  # no warm-cache run there
+    problem = next(p for p in results["problems"] if p["shape"] == SOFTMAX.shape)
+    assert (problem["default_ms"], problem["cache_seed_ms"]) == (pytest.approx(default), pytest.approx(cache))
+    assert problem["cache_seed_ratio"] == pytest.approx(cache / best)
+
+
+def test_a_default_that_never_ran_is_reported_by_how_it_failed():
+    """Where our runs measured the default and it failed every time, the table says how, not '-'."""
+    from experiments.heldout.data import Run
+    from experiments.heldout.report import starting_points
+    from experiments.softmax_study.data import Start
+
+    def run(seed: int, status: str | None, ms: float | None) -> Run:
+        return Run(problem=MATMUL, arm=d.COLD, strategy="pattern", seed=seed, session_id=seed,
+                   start=Start("default", ()), setup_s=1.0, wall_s=2.0, session_s=2.0, final_ms=0.5,
+                   best_origin="search", default_status=status, default_ms=ms)
+
+    def default_cell(runs: list[Run]) -> str:
+        (summary,) = analysis.summarise(runs, problems=(MATMUL,))
+        (row,) = [line for line in starting_points([summary]) if line.startswith(f"| {MATMUL.label}")]
+        return row.split(" | ")[2]
+
+    assert default_cell([run(1, "out_of_resources", None), run(2, "out_of_resources", None)]) == "out_of_resources"
+    assert default_cell([run(1, "out_of_resources", None), run(2, "ok", 0.6)]) == "600.0 (1.200)"
+    assert default_cell([run(1, None, None)]) == "-"

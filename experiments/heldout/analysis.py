@@ -124,6 +124,40 @@ class ProblemSummary:
         return _seed_figure(self.present_seed_runs)
 
     @property
+    def present_cache_runs(self) -> list[Run]:
+        """The warm-cache runs of the present cache source."""
+        return [r for a in self.arms if a.arm == d.WARM_CACHE and EARLIER_SEEDS not in a.strategy for r in a.runs]
+
+    @property
+    def cache_seed(self) -> SeedFigure:
+        """The cache source's fastest seed over the warm-cache runs of the present cache source
+        (median over the runs that had one): where the warm-cache arm started."""
+        runs = self.present_cache_runs
+        times = [r.cache_ms for r in runs if r.cache_ms is not None]
+        if not times:
+            return SeedFigure(runs=len(runs))
+        return SeedFigure(statistics.median(times), "fastest cache seed", len(runs))
+
+    @property
+    def default_ms(self) -> float | None:
+        """The default config's time, median over our runs that measured it: where the cold arm started."""
+        times = [r.default_ms for r in self._ours if r.default_ms is not None]
+        return statistics.median(times) if times else None
+
+    @property
+    def default_failure(self) -> str | None:
+        """How the default config failed where our runs measured it and it never ran (the most
+        common status among them); None where it ran or was not measured."""
+        statuses = Counter(r.default_status for r in self._ours if r.default_status is not None)
+        if not statuses or "ok" in statuses:
+            return None
+        return statuses.most_common(1)[0][0]
+
+    @property
+    def _ours(self) -> list[Run]:
+        return [r for a in self.arms if a.arm in d.OUR_ARMS for r in a.runs]
+
+    @property
     def earlier_seed(self) -> SeedFigure:
         """... over the runs of the latest earlier seed source (the version the most recent earlier
         run recorded: two earlier versions' seeds are never mixed in one median)."""

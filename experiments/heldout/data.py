@@ -30,7 +30,8 @@ from .definition import Problem
 DONE = ("budget", "seconds", "strategy finished", "strategy exhausted")
 USER = "user"  # the origin of Helion's pick in its re-timing session (a --config)
 HEURISTIC = "heuristic"
-SEED_ORIGINS = (HEURISTIC, "cache")  # the seed sources of the warm arms
+CACHE = "cache"
+SEED_ORIGINS = (HEURISTIC, CACHE)  # the seed sources of the warm arms
 
 Key = tuple[str, str, str, str, str, int]  # kernel, shape, dtype, arm, strategy, seed
 
@@ -61,7 +62,9 @@ class Run:
     rule_seed_times: list[tuple[dict[str, Any], float | None]] = field(default_factory=list)
     final_params: dict[str, Any] | None = None  # the point of the run's answer
     default_ms: float | None = None
+    default_status: str | None = None  # how the default config's measurement ended (None: not measured)
     cache_from: tuple[str, ...] = ()  # the shapes whose recorded configs seeded a warm-cache run
+    cache_ms: float | None = None  # the fastest of the seeds the cache source gave
     # origin (heuristic, cache) -> status -> how many of the seeds it gave ended so: a warm arm whose
     # seeds all failed ran as a cold one, and the report has to say so
     seed_statuses: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -307,13 +310,16 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               early_setups=bool(session["options"].get("early_setups")),
               limit_s=session.get("seconds") if tags.get("arm") in d.OUR_ARMS else None,
               seeds_tag=tags.get("seeds"))
-    run.default_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default")
+    defaults = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default"]
+    run.default_ms = _fastest(defaults)
+    run.default_status = defaults[0].result.status.value if defaults else None
     for row in search:
         origin = origins.get(row.candidate.key)
         if row.generation == 0 and origin in SEED_ORIGINS:
             run.seed_statuses.setdefault(origin, Counter())[row.result.status.value] += 1
     seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
     run.heuristic_ms = _fastest(seeded)
+    run.cache_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == CACHE)
     rules = rule_seeds(session)
     run.rule_seeds = len(rules)
     per_seed = [(seed, _fastest_row(r for r in seeded if _matches(r.candidate.params, seed))) for seed in rules]

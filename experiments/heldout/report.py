@@ -161,6 +161,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
         if verdict.details:
             out += [f"{verdict.subject}:", ""] + [f"- {line}" for line in verdict.details] + [""]
     out += helion_spread(summaries)
+    out += starting_points(summaries)
     out += list(unfinished_lines)
     for name, path in figures.items():
         out += [f"![{name}]({path.name})", ""]
@@ -229,6 +230,41 @@ def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
             "(each run's, in seed order) and the slowest over the fastest. Every target above reads their median.",
             "", "| problem | seeds | final µs | slowest / fastest | wall s | longest / shortest |",
             "|---|---|---|---:|---|---:|", *rows, ""]
+
+
+def starting_points(summaries: Sequence[ProblemSummary]) -> list[str]:
+    """Where each of our arms started at each problem, against the best anyone found: the default
+    (cold), the fastest heuristic seed (warm-heuristic) and the fastest cache seed (warm-cache).
+    A start within 2% leaves the search nothing to find; one far off is what it has to make up."""
+    def cell(ms: float | None, best: float | None) -> str:
+        ratio = _ratio_of(ms, best)
+        return "-" if ratio is None else f"{_ms(ms)} ({ratio:.3f})"
+
+    rows = []
+    for summary in summaries:
+        best, cache = summary.best_ms, summary.cache_seed
+        sources = sorted({s for r in summary.present_cache_runs for s in r.cache_from})
+        default = summary.default_failure or cell(summary.default_ms, best)
+        rows.append(f"| {summary.problem.label} | {_ms(best)} | {default} | "
+                    f"{cell(summary.seed.ms, best)} | {cell(cache.ms, best)} | {', '.join(sources) or '-'} |")
+    if not rows:
+        return []
+    return ["## Where the searches started", "",
+            "Each arm's start against the best time anyone found (µs, and over the best in brackets): the default "
+            "config (the cold arm's start; median over our runs that measured it), the heuristic seed (the "
+            "warm-heuristic arm's, as in each problem's section) and the fastest seed of the cache source (the "
+            "warm-cache arm's: the fastest recorded config of each of the nearest other shapes; median over the "
+            "warm-cache runs of the present cache source). A status in place of a time: the default did not run in "
+            "any of our runs, and how it failed; '-': no run measured it. The shapes the cache seeds came from are "
+            "the last column.", "",
+            "| problem | best found µs | default | heuristic seed | cache seed | cache seeds from |",
+            "|---|---:|---:|---:|---:|---|", *rows, ""]
+
+
+def _ratio_of(ms: float | None, best: float | None) -> float | None:
+    if ms is None or best is None or not math.isfinite(ms) or best <= 0:
+        return None
+    return ms / best
 
 
 def unfinished_section(unfinished: Sequence[Unfinished], finished: Collection[Key]) -> list[str]:
@@ -360,6 +396,7 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
             "first_rule_seed_ms": s.first_rule_seed.ms,
             "rule_differences": [{"parameter": n, "rule": r, "best": b} for n, r, b in s.rule_differences()],
             "earlier_seed_ms": s.earlier_seed.ms, "earlier_seed_ratio": s.ratio(s.earlier_seed),
+            "cache_seed_ms": s.cache_seed.ms, "cache_seed_ratio": s.ratio(s.cache_seed), "default_ms": s.default_ms,
             "arms": [{
                 "arm": a.arm, "strategy": a.strategy, "wall_s": a.wall.record(), "setup_s": a.setup.record(),
                 "to_best_s": a.to_best.record(), "configs_to_best": a.configs_to_best.record(),
