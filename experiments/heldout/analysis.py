@@ -196,7 +196,11 @@ class ProblemSummary:
         return out
 
     def ratio(self, figure: SeedFigure) -> float | None:
-        return _ratio(figure.ms, self.best_ms)
+        return self.over_best(figure.ms)
+
+    def over_best(self, ms: float | None) -> float | None:
+        """A time over the best anyone found here (None where either is unknown)."""
+        return _ratio(ms, self.best_ms)
 
     def rule_differences(self) -> list[tuple[str, Any, Any]]:
         """(parameter, the present rule seed's value, the best answer's value) wherever they differ:

@@ -236,17 +236,16 @@ def starting_points(summaries: Sequence[ProblemSummary]) -> list[str]:
     """Where each of our arms started at each problem, against the best anyone found: the default
     (cold), the fastest heuristic seed (warm-heuristic) and the fastest cache seed (warm-cache).
     A start within 2% leaves the search nothing to find; one far off is what it has to make up."""
-    def cell(ms: float | None, best: float | None) -> str:
-        ratio = _ratio_of(ms, best)
+    def cell(summary: ProblemSummary, ms: float | None) -> str:
+        ratio = summary.over_best(ms)
         return "-" if ratio is None else f"{_ms(ms)} ({ratio:.3f})"
 
     rows = []
     for summary in summaries:
-        best, cache = summary.best_ms, summary.cache_seed
         sources = sorted({s for r in summary.present_cache_runs for s in r.cache_from})
-        default = summary.default_failure or cell(summary.default_ms, best)
-        rows.append(f"| {summary.problem.label} | {_ms(best)} | {default} | "
-                    f"{cell(summary.seed.ms, best)} | {cell(cache.ms, best)} | {', '.join(sources) or '-'} |")
+        default = summary.default_failure or cell(summary, summary.default_ms)
+        rows.append(f"| {summary.problem.label} | {_ms(summary.best_ms)} | {default} | {cell(summary, summary.seed.ms)} "
+                    f"| {cell(summary, summary.cache_seed.ms)} | {', '.join(sources) or '-'} |")
     if not rows:
         return []
     return ["## Where the searches started", "",
@@ -259,12 +258,6 @@ def starting_points(summaries: Sequence[ProblemSummary]) -> list[str]:
             "the last column.", "",
             "| problem | best found µs | default | heuristic seed | cache seed | cache seeds from |",
             "|---|---:|---:|---:|---:|---|", *rows, ""]
-
-
-def _ratio_of(ms: float | None, best: float | None) -> float | None:
-    if ms is None or best is None or not math.isfinite(ms) or best <= 0:
-        return None
-    return ms / best
 
 
 def unfinished_section(unfinished: Sequence[Unfinished], finished: Collection[Key]) -> list[str]:
