@@ -173,7 +173,10 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
     With `options.deadline_at`, no job starts after it and the job still running then is
     interrupted; DeadlineReached says which, and which never started.  A researcher with a
     fixed GPU allocation (a batch job's time limit) gets everything finished so far recorded
-    and a command that continues where this one stopped, instead of a kill mid-write."""
+    and a command that continues where this one stopped, instead of a kill mid-write.  A job
+    that says how long it is expected to take (`expected_s`: a study's estimate from its
+    recorded runs) is not started where that would run past the deadline: its minutes would
+    be spent only to be interrupted.  The jobs after it still start if they fit."""
     console.print(f"{len(jobs)} {noun}(s) to run")
     if options.workers:
         if options.deadline_at is not None:
@@ -184,9 +187,16 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
         for job, outcome in zip(jobs, run_jobs(list(jobs), options.db, options.workers)):
             console.print(f"{describe(job)}: {outcome}")
         return
+    left_out: list[str] = []  # not started: expected to run past the deadline
     for number, job in enumerate(jobs, start=1):
         if options.deadline_at is not None and time.monotonic() >= options.deadline_at:
-            raise DeadlineReached(not_started=[describe(j) for j in jobs[number - 1:]])
+            raise DeadlineReached(not_started=left_out + [describe(j) for j in jobs[number - 1:]])
+        if not _fits(job, options.deadline_at):
+            console.print(f"{noun} {number}/{len(jobs)}: {describe(job)}: not started, expected to take "
+                          f"{job.expected_s:.0f} s with {options.deadline_at - time.monotonic():.0f} s left "
+                          "before the deadline")
+            left_out.append(describe(job))
+            continue
         title = f"{noun} {number}/{len(jobs)}: {describe(job)}"
         # A rule spans the console; piped output is rendered very wide (autotune.cli): a plain line there.
         console.print(Rule(title) if getattr(console, "is_terminal", False) else title)
@@ -194,11 +204,19 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
             with _interrupted_at(options.deadline_at):
                 outcome = job(options.db)
         except DeadlineReached:
-            raise DeadlineReached(describe(job), [describe(j) for j in jobs[number:]]) from None
+            raise DeadlineReached(describe(job), left_out + [describe(j) for j in jobs[number:]]) from None
         except Exception as error:  # one job failing must not lose the others
             console.print(f"[red]{noun} failed[/red]: {type(error).__name__}: {error}")
             continue
         console.print(f"recorded: {outcome}")
+    if left_out:
+        raise DeadlineReached(not_started=left_out)
+
+
+def _fits(job: Any, deadline_at: float | None) -> bool:
+    """Whether the job can be expected to end before the deadline; so where either is unknown."""
+    expected = getattr(job, "expected_s", None)
+    return deadline_at is None or expected is None or time.monotonic() + expected <= deadline_at
 
 
 @contextlib.contextmanager

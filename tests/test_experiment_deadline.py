@@ -71,6 +71,34 @@ def test_jobs_done_in_time_leave_no_timer_behind(tmp_path):
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == before
 
 
+def test_a_job_expected_to_run_past_the_deadline_is_not_started_and_later_ones_that_fit_are(tmp_path):
+    """A job that says it takes longer than what is left is left for the next command (its time
+    would be spent only to be interrupted); a shorter one after it still runs, and the run ends
+    with DeadlineReached naming what did not start."""
+    log: list[str] = []
+    long, short, unknown = NamedJob("long", log), NamedJob("short", log), NamedJob("unknown", log)
+    long.expected_s, short.expected_s = 60.0, 0.1  # unknown: no estimate, started as before
+    printed: list[str] = []
+    console = type("Printer", (), {"print": lambda self, *a, **k: printed.append(" ".join(map(str, a)))})()
+    with pytest.raises(DeadlineReached) as raised:
+        execute_jobs([long, short, unknown], options(tmp_path, 5.0), console, describe=lambda job: job.name)
+    assert log == ["short started", "short cleaned up", "unknown started", "unknown cleaned up"]
+    assert raised.value.interrupted is None and raised.value.not_started == ("long",)
+    assert any(line.startswith("job 1/3: long: not started, expected to take 60 s with ") for line in printed)
+    log.clear()
+    run([long, short], options(tmp_path, None))  # without a deadline every job runs
+    assert log == ["long started", "long cleaned up", "short started", "short cleaned up"]
+
+
+def test_jobs_left_out_are_named_with_those_a_later_interruption_stops(tmp_path):
+    log: list[str] = []
+    long, slow, after = NamedJob("long", log), NamedJob("slow", log, seconds=30), NamedJob("after", log)
+    long.expected_s = 60.0
+    with pytest.raises(DeadlineReached) as raised:
+        run([long, slow, after], options(tmp_path, 0.5))
+    assert raised.value.interrupted == "slow" and raised.value.not_started == ("long", "after")
+
+
 def test_without_a_deadline_nothing_is_armed(tmp_path):
     log: list[str] = []
     run([NamedJob("a", log, seconds=0.1)], options(tmp_path, None))

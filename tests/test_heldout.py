@@ -441,6 +441,58 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
     assert "| warm from the cache | - | nothing recorded |" in text
 
 
+def test_each_planned_job_expects_the_time_its_arms_recorded_runs_took(heldout_db):
+    """`--deadline` starts no job that would not end by then: each job carries the longest time a
+    finished run of its arm took at its problem (else of its kernel at any shape), read from the
+    sessions (job start to session end); our arms' as the time around their search limit, plus
+    the job's own limit; none where its arm has no finished run."""
+    from experiments.heldout.data import job_times
+
+    times = job_times(heldout_db, None)
+    conn = sqlite3.connect(heldout_db)
+    try:
+        recorded = []  # (kernel, arm, job seconds, search limit) of every finished session, with plain SQL
+        for kernel, ended, options, limit, exit_reason in conn.execute(
+                "SELECT kernel, ended, options, seconds, exit_reason FROM sessions WHERE mode = 'gpu' AND "
+                "EXISTS (SELECT 1 FROM evaluations WHERE session_id = sessions.id AND generation >= 0)"):
+            tags = json.loads(options).get("experiment", {})
+            if tags.get("study") == d.STUDY and exit_reason in ("budget", "seconds", "strategy finished",
+                                                                "strategy exhausted"):
+                recorded.append((kernel, tags["arm"], ended - tags["job_started"], limit))
+    finally:
+        conn.close()
+    assert sorted(t.seconds for t in times.values()) == pytest.approx(sorted(r[2] for r in recorded))
+
+    def longest_around(kernel: str, arm: str) -> float:
+        return max(s - (limit or 0.0) for k, a, s, limit in recorded if (k, a) == (kernel, arm))
+
+    plan = runner.Plan(problems=(MATMUL, SOFTMAX), arms=(d.HELION_QUICK, d.COLD), strategies=("pattern",),
+                       seeds=(4,), helion_seeds=(4,), seconds=7.0, shipped=None)
+    jobs = runner.with_expected_times(runner.plan_jobs(plan, set(times)), times)
+    expected = {(j.problem, j.arm): j.expected_s for j in jobs}
+    assert expected[(MATMUL, d.HELION_QUICK)] == pytest.approx(longest_around(MATMUL.kernel, d.HELION_QUICK))
+    assert expected[(MATMUL, d.COLD)] == pytest.approx(longest_around(MATMUL.kernel, d.COLD) + 7.0)
+    # another shape of a kernel with runs: the kernel's longest; a kernel without any: no estimate
+    other = d.Problem(SOFTMAX.kernel, "64x1000", SOFTMAX.dtype)
+    unknown = d.Problem("softmax-triton", "64x1000", "float16")
+    (at_other, at_unknown) = runner.with_expected_times(
+        [runner.HelionQuickJob(other, 1, None), runner.HelionQuickJob(unknown, 1, None)], times)
+    assert at_other.expected_s == pytest.approx(longest_around(SOFTMAX.kernel, d.HELION_QUICK))
+    assert at_unknown.expected_s is None
+    assert at_other == runner.HelionQuickJob(other, 1, None)  # the estimate is no part of the job's identity
+
+
+def test_the_dry_run_says_how_long_each_run_should_take(heldout_db, capsys):
+    from experiments.heldout.data import job_times
+
+    runner.main(["--db", str(heldout_db), "--shipped", "none", "--shapes", MATMUL.shape, "--arms", d.HELION_QUICK,
+                 "--helion-seeds", "2", "--dry-run"])
+    (job,) = runner.with_expected_times([runner.HelionQuickJob(MATMUL, 2, None)], job_times(heldout_db, None))
+    out = capsys.readouterr().out
+    assert f"{job.describe()} (about {job.expected_s:.0f} s)" in out
+    assert f"about {job.expected_s:.0f} s in all for the 1 run(s)" in out
+
+
 def test_the_plan_skips_recorded_runs_and_reruns_cut_short_ones(heldout_db):
     plan = runner.Plan(problems=(MATMUL,), arms=(d.HELION_QUICK, d.COLD, d.WARM_HEURISTIC), strategies=("pattern",),
                        seeds=(1, 2, 3), shipped=None)

@@ -40,7 +40,8 @@ def add_parser(subparsers: Any) -> None:
                                 help="spread whole jobs over a Dask cluster: local-gpus or a scheduler address")
             parser.add_argument("--again", action="store_true", help="run jobs that are already recorded again")
             parser.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
-                                help="wall clock for the whole run: no job starts after it, the job running then "
+                                help="wall clock for the whole run: no job starts after it (nor one expected to "
+                                     "run past it), the job running then "
                                      "is interrupted (what it measured is recorded; the same command runs what is "
                                      "left); exit status 75")
             parser.add_argument("--methods", default="",

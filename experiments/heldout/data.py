@@ -284,11 +284,31 @@ def without_study(shipped: Path | None) -> Iterator[Path | None]:
 
 def recorded_keys(db: Path, shipped: Path | None) -> set[Key]:
     """The runs `db` (with the shipped data) already holds: the runner skips them."""
+    return set(job_times(db, shipped))
+
+
+@dataclass(frozen=True)
+class JobTime:
+    """How long a finished run's job took, from its start to its session's end, and the search
+    time it was given (`--seconds`; None: Helion quick, or no limit)."""
+
+    seconds: float
+    limit_s: float | None
+
+
+def job_times(db: Path, shipped: Path | None) -> dict[Key, JobTime | None]:
+    """Every finished run in `db` (with the shipped data), the latest of each key, with how long
+    its job took (None where its session did not record the job's start)."""
     if not db.exists() and (shipped is None or not shipped.exists()):
-        return set()
+        return {}
     cache = open_for_reading(db, shipped)
     try:
-        return {key for key, _ in _finished(cache)}
+        found: dict[Key, JobTime | None] = {}
+        for key, session in _finished(cache):
+            started = experiment_tags(session["options"]).get("job_started")
+            found[key] = None if started is None or session["ended"] is None else \
+                JobTime(session["ended"] - float(started), session.get("seconds"))
+        return found
     finally:
         cache.close()
 

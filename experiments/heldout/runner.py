@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from autotune.cli import positive_float
 from autotune.errors import UserError
@@ -33,6 +33,9 @@ from autotune.experiment import ExperimentOptions, execute_jobs
 
 from . import definition as d
 from .definition import Problem
+
+if TYPE_CHECKING:
+    from .data import JobTime
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class ArmJob:
     seconds: float
     shipped: Path | None
     cache_from: tuple[str, ...] = ()  # warm-cache: the shapes its seeds come from (recorded as a tag)
+    expected_s: float | None = field(default=None, compare=False)  # how long it should take (with_expected_times)
 
     @property
     def key(self) -> tuple:
@@ -107,6 +111,7 @@ class HelionQuickJob:
     strategy: str = d.NATIVE
     autotune: Callable[[Any, tuple], Any] | None = field(default=None, compare=False)  # tests: a stand-in
     device: str = field(default="cuda", compare=False)  # tests: "cpu", with the stand-in
+    expected_s: float | None = field(default=None, compare=False)  # how long it should take (with_expected_times)
 
     @property
     def key(self) -> tuple:
@@ -280,6 +285,30 @@ def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[P
     return [job for job in jobs if plan.again or job.key not in recorded]
 
 
+def with_expected_times(jobs: Sequence[Job], times: Mapping[tuple, JobTime | None]) -> list[Job]:
+    """Each job with how long it can be expected to take, from the finished runs of its arm: the
+    longest at its problem, else the longest of its kernel at any shape (None where no run of
+    the arm is recorded).  Our arms' times are read as the set-up and final re-timing around
+    the search time each run was given, plus the job's own search time.  `--deadline` starts no
+    job that would not end by then (autotune.experiment.execute_jobs)."""
+    at_problem: dict[tuple, float] = {}
+    of_kernel: dict[tuple, float] = {}
+    for key, time_taken in times.items():
+        if time_taken is None:
+            continue
+        kernel, shape, dtype, arm = key[:4]
+        around = time_taken.seconds - (time_taken.limit_s or 0.0)
+        at_problem[(kernel, shape, dtype, arm)] = max(around, at_problem.get((kernel, shape, dtype, arm), 0.0))
+        of_kernel[(kernel, dtype, arm)] = max(around, of_kernel.get((kernel, dtype, arm), 0.0))
+    expected = []
+    for job in jobs:
+        p = job.problem
+        around = at_problem.get((p.kernel, p.shape, p.dtype, job.arm), of_kernel.get((p.kernel, p.dtype, job.arm)))
+        search = job.seconds if isinstance(job, ArmJob) else 0.0
+        expected.append(replace(job, expected_s=None if around is None else around + search))
+    return expected
+
+
 def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
     """Refuse problems that are no longer held out (the shipped data records another session at
     their shape, or would seed a warm-cache run from their own shape); the shapes each
@@ -391,11 +420,12 @@ def _bind_once_each(problems: Sequence[Problem], device: str) -> int:
 def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
     """The plan's jobs not yet recorded in `db` or the shipped data, after checking that its
     problems are still held out."""
-    from .data import recorded_keys
+    from .data import job_times
 
     sources = check_held_out(plan)
-    recorded = set() if plan.again else recorded_keys(db, plan.shipped)
-    jobs = plan_jobs(plan, recorded, sources)
+    times = job_times(db, plan.shipped)
+    recorded = set() if plan.again else set(times)
+    jobs = with_expected_times(plan_jobs(plan, recorded, sources), times)
     skipped = len(plan_jobs(replace(plan, again=True), set(), sources)) - len(jobs)
     if skipped:
         console.print(f"{skipped} run(s) already recorded in {db} or {plan.shipped} (--again repeats them)")
@@ -425,8 +455,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, default=d.BUDGET, help="configs per session")
     parser.add_argument("--again", action="store_true", help="run recorded runs again")
     parser.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
-                        help="wall clock for the whole run (a batch job's limit): no run starts after it, the run "
-                             "going then is interrupted and recorded as such; the same command runs what is left")
+                        help="wall clock for the whole run (a batch job's limit): no run starts after it, nor one "
+                             "that the recorded runs of its arm say would not end by then; the run going then is "
+                             "interrupted and recorded as such; the same command runs what is left")
     parser.add_argument("--dry-run", action="store_true", help="print the runs that would run, and stop")
     started = time.monotonic()
     args = parser.parse_args(argv)
@@ -444,8 +475,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         from .data import without_study
 
         with without_study(shipped) as seed_data:
-            for job in pending_jobs(replace(plan, seed_data=seed_data), args.db, console):
-                console.print(job.describe())
+            jobs = pending_jobs(replace(plan, seed_data=seed_data), args.db, console)
+            for job in jobs:
+                console.print(job.describe() + ("" if job.expected_s is None else f" (about {job.expected_s:.0f} s)"))
+            known = [job.expected_s for job in jobs if job.expected_s is not None]
+            if known:
+                console.print(f"about {sum(known):.0f} s in all for the {len(known)} run(s) with recorded runs of "
+                              "their arm (the longest of each), before the runner's own start")
         return
     execute(plan, options, console)
 
