@@ -464,7 +464,7 @@ def test_each_planned_job_expects_the_time_its_arms_recorded_runs_took(heldout_d
     assert sorted(t.seconds for t in times.values()) == pytest.approx(sorted(r[2] for r in recorded))
 
     def longest_around(kernel: str, arm: str) -> float:
-        return max(s - (limit or 0.0) for k, a, s, limit in recorded if (k, a) == (kernel, arm))
+        return max(max(0.0, s - (limit or 0.0)) for k, a, s, limit in recorded if (k, a) == (kernel, arm))
 
     plan = runner.Plan(problems=(MATMUL, SOFTMAX), arms=(d.HELION_QUICK, d.COLD), strategies=("pattern",),
                        seeds=(4,), helion_seeds=(4,), seconds=7.0, shipped=None)
@@ -472,6 +472,9 @@ def test_each_planned_job_expects_the_time_its_arms_recorded_runs_took(heldout_d
     expected = {(j.problem, j.arm): j.expected_s for j in jobs}
     assert expected[(MATMUL, d.HELION_QUICK)] == pytest.approx(longest_around(MATMUL.kernel, d.HELION_QUICK))
     assert expected[(MATMUL, d.COLD)] == pytest.approx(longest_around(MATMUL.kernel, d.COLD) + 7.0)
+    # a run that ended before its limit (the warm runs' 601 s limits) counts as using all of it
+    (warm,) = runner.with_expected_times([runner.replace(jobs[-1], arm=d.WARM_HEURISTIC)], times)
+    assert warm.expected_s == pytest.approx(7.0)
     # another shape of a kernel with runs: the kernel's longest; a kernel without any: no estimate
     other = d.Problem(SOFTMAX.kernel, "64x1000", SOFTMAX.dtype)
     unknown = d.Problem("softmax-triton", "64x1000", "float16")

@@ -297,9 +297,9 @@ def with_expected_times(jobs: Sequence[Job], times: Mapping[tuple, JobTime | Non
         if time_taken is None:
             continue
         kernel, shape, dtype, arm = key[:4]
-        around = time_taken.seconds - (time_taken.limit_s or 0.0)
-        at_problem[(kernel, shape, dtype, arm)] = max(around, at_problem.get((kernel, shape, dtype, arm), 0.0))
-        of_kernel[(kernel, dtype, arm)] = max(around, of_kernel.get((kernel, dtype, arm), 0.0))
+        around = max(0.0, time_taken.seconds - (time_taken.limit_s or 0.0))  # one ended early: its whole limit
+        at_problem[(kernel, shape, dtype, arm)] = max(around, at_problem.get((kernel, shape, dtype, arm), around))
+        of_kernel[(kernel, dtype, arm)] = max(around, of_kernel.get((kernel, dtype, arm), around))
     expected = []
     for job in jobs:
         p = job.problem
