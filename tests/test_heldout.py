@@ -251,10 +251,12 @@ def heldout_report(heldout_db, tmp_path_factory) -> tuple[Path, dict[str, Any]]:
 
 def test_the_report_is_written_from_the_database_alone(heldout_report):
     out, _ = heldout_report
-    for name in ("README.md", "results.json", "ratios.png", "convergence.png"):
+    for name in ("README.md", "results.json", "ratios.png", "convergence.png", "starts.png"):
         assert (out / name).is_file(), name
-    assert (out / "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in ("ratios.png", "convergence.png", "starts.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     text = (out / "README.md").read_text()
+    assert "![where the searches started](starts.png)" in text
     assert "## Targets" in text and f"## {SOFTMAX.label}" in text and f"## {MATMUL.label}" in text
 
 

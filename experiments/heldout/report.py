@@ -34,7 +34,8 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     others = other_kernels(options.db, options.shipped, [s.problem for s in summaries])
     options.out.mkdir(parents=True, exist_ok=True)
     figures = {"ratios to Helion quick": plots.ratios(summaries, options.out / "ratios.png"),
-               "convergence": plots.convergence(summaries, options.out / "convergence.png")}
+               "convergence": plots.convergence(summaries, options.out / "convergence.png"),
+               "where the searches started": plots.starts(summaries, options.out / "starts.png")}
     unfinished = [u for u in load_unfinished(options.db, options.shipped) if u.problem in problems]
     path = options.out / "README.md"
     again = [(run, by) for run, by in superseded(every_run) if run.problem in problems]
