@@ -153,6 +153,11 @@ class ProblemSummary:
             return None
         return statuses.most_common(1)[0][0]
 
+    def starts(self) -> list[tuple[str, float | None]]:
+        """Where each of our arms started here: the default (cold), the heuristic
+        seed (warm-heuristic) and the fastest cache seed (warm-cache); None where none ran."""
+        return [(d.COLD, self.default_ms), (d.WARM_HEURISTIC, self.seed.ms), (d.WARM_CACHE, self.cache_seed.ms)]
+
     @property
     def _ours(self) -> list[Run]:
         return [r for a in self.arms if a.arm in d.OUR_ARMS for r in a.runs]

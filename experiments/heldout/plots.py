@@ -87,14 +87,14 @@ def starts(summaries: list[ProblemSummary], path: Path) -> Path:
     default for the cold arm, the heuristic seed, the fastest cache seed), with 2% marked: what
     each search had to make up (the report's table 'Where the searches started')."""
     plt = pyplot()
-    starts_of = ((d.COLD, "default", lambda s: s.default_ms), (d.WARM_HEURISTIC, "heuristic seed", lambda s: s.seed.ms),
-                 (d.WARM_CACHE, "cache seed", lambda s: s.cache_seed.ms))
+    labels = {d.COLD: "default", d.WARM_HEURISTIC: "heuristic seed", d.WARM_CACHE: "cache seed"}
     figure, axes = plt.subplots(figsize=(max(8, 0.45 * len(summaries) + 3), 5))
-    width = 0.8 / len(starts_of)
-    for index, (arm, label, start) in enumerate(starts_of):
-        points = [(position, summary.over_best(start(summary))) for position, summary in enumerate(summaries)]
-        points = [(x + (index - 1) * width, ratio) for x, ratio in points if ratio is not None]
-        axes.bar([x for x, _ in points], [ratio for _, ratio in points], width=width, label=label,
+    width = 0.8 / len(labels)
+    for index, arm in enumerate(labels):
+        points = [(position + (index - 1) * width, summary.over_best(dict(summary.starts())[arm]))
+                  for position, summary in enumerate(summaries)]
+        points = [(x, ratio) for x, ratio in points if ratio is not None]
+        axes.bar([x for x, _ in points], [ratio for _, ratio in points], width=width, label=labels[arm],
                  color=COLOURS[arm])
     axes.axhline(1 + d.WITHIN, color="grey", ls="--", lw=0.8)
     axes.set_xticks(range(len(summaries)), [f"{s.problem.kernel}\n{s.problem.shape}" for s in summaries],
