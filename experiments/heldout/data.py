@@ -330,16 +330,19 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               early_setups=bool(session["options"].get("early_setups")),
               limit_s=session.get("seconds") if tags.get("arm") in d.OUR_ARMS else None,
               seeds_tag=tags.get("seeds"))
-    defaults = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == "default"]
+    given: dict[str, list[EvaluationRow]] = {}  # origin -> the rows of generation 0 it gave
+    for row in search:
+        if row.generation == 0:
+            given.setdefault(origins.get(row.candidate.key, ""), []).append(row)
+    defaults = given.get("default", [])
     run.default_ms = _fastest(defaults)
     run.default_status = defaults[0].result.status.value if defaults else None
-    for row in search:
-        origin = origins.get(row.candidate.key)
-        if row.generation == 0 and origin in SEED_ORIGINS:
+    for origin in SEED_ORIGINS:
+        for row in given.get(origin, []):
             run.seed_statuses.setdefault(origin, Counter())[row.result.status.value] += 1
-    seeded = [r for r in search if r.generation == 0 and origins.get(r.candidate.key) == HEURISTIC]
+    seeded = given.get(HEURISTIC, [])
     run.heuristic_ms = _fastest(seeded)
-    run.cache_ms = _fastest(r for r in search if r.generation == 0 and origins.get(r.candidate.key) == CACHE)
+    run.cache_ms = _fastest(given.get(CACHE, []))
     rules = rule_seeds(session)
     run.rule_seeds = len(rules)
     per_seed = [(seed, _fastest_row(r for r in seeded if _matches(r.candidate.params, seed))) for seed in rules]
