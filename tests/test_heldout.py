@@ -36,6 +36,7 @@ from experiments.heldout import analysis
 from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
+from experiments.heldout.data import JobTime
 from experiments.heldout.report import as_json, helion_spread, in_short, superseded_section
 from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, foreign_sessions, load_every_run, load_runs,
                                       recorded_keys, run_key, standing, superseded, without_study)
@@ -447,33 +448,46 @@ def test_each_planned_job_expects_the_time_its_arms_recorded_runs_took(heldout_d
     """`--deadline` starts no job that would not end by then: each job carries the longest time a
     finished run of its arm took at its problem (else of its kernel at any shape), read from the
     sessions (job start to session end); our arms' as the time around their search limit, plus
-    the job's own limit; none where its arm has no finished run."""
+    the job's own limit; none where its arm has no finished run.  That is scaled by the arm's
+    seed-to-seed spread: the median, over runs of one strategy at one problem with one limit, of
+    their longest job time over their shortest."""
     from experiments.heldout.data import job_times
 
     times = job_times(heldout_db, None)
     conn = sqlite3.connect(heldout_db)
     try:
-        recorded = []  # (kernel, arm, job seconds, search limit) of every finished session, with plain SQL
-        for kernel, ended, options, limit, exit_reason in conn.execute(
-                "SELECT kernel, ended, options, seconds, exit_reason FROM sessions WHERE mode = 'gpu' AND "
+        recorded = []  # (kernel, shape, arm, strategy, job seconds, search limit) of every finished session
+        for kernel, shape, ended, options, limit, exit_reason in conn.execute(
+                "SELECT kernel, shape, ended, options, seconds, exit_reason FROM sessions WHERE mode = 'gpu' AND "
                 "EXISTS (SELECT 1 FROM evaluations WHERE session_id = sessions.id AND generation >= 0)"):
             tags = json.loads(options).get("experiment", {})
             if tags.get("study") == d.STUDY and exit_reason in ("budget", "seconds", "strategy finished",
                                                                 "strategy exhausted"):
-                recorded.append((kernel, tags["arm"], ended - tags["job_started"], limit))
+                recorded.append((kernel, shape, tags["arm"], tags["strategy"], ended - tags["job_started"], limit))
     finally:
         conn.close()
-    assert sorted(t.seconds for t in times.values()) == pytest.approx(sorted(r[2] for r in recorded))
+    assert sorted(t.seconds for t in times.values()) == pytest.approx(sorted(r[4] for r in recorded))
 
     def longest_around(kernel: str, arm: str) -> float:
-        return max(max(0.0, s - (limit or 0.0)) for k, a, s, limit in recorded if (k, a) == (kernel, arm))
+        return max(max(0.0, s - (lim or 0.0)) for k, _, a, _, s, lim in recorded if (k, a) == (kernel, arm))
 
+    def spread(arm: str) -> float:
+        groups: dict[tuple, list[float]] = {}
+        for kernel, shape, a, strategy, seconds, limit in recorded:
+            if a == arm:
+                groups.setdefault((kernel, shape, strategy, limit), []).append(seconds)
+        ratios = [max(g) / min(g) for g in groups.values() if len(g) > 1]
+        return statistics.median(ratios) if ratios else 1.0
+
+    # the fixture's cold runs at the softmax shape differ; its warm runs have limits of their own
+    assert spread(d.COLD) > 1.0
+    assert runner.seed_spread(times) == pytest.approx({d.COLD: spread(d.COLD), d.WARM_CACHE: spread(d.WARM_CACHE)})
     plan = runner.Plan(problems=(MATMUL, SOFTMAX), arms=(d.HELION_QUICK, d.COLD), strategies=("pattern",),
                        seeds=(4,), helion_seeds=(4,), seconds=7.0, shipped=None)
     jobs = runner.with_expected_times(runner.plan_jobs(plan, set(times)), times)
     expected = {(j.problem, j.arm): j.expected_s for j in jobs}
     assert expected[(MATMUL, d.HELION_QUICK)] == pytest.approx(longest_around(MATMUL.kernel, d.HELION_QUICK))
-    assert expected[(MATMUL, d.COLD)] == pytest.approx(longest_around(MATMUL.kernel, d.COLD) + 7.0)
+    assert expected[(MATMUL, d.COLD)] == pytest.approx((longest_around(MATMUL.kernel, d.COLD) + 7.0) * spread(d.COLD))
     # a run that ended before its limit (the warm runs' 601 s limits) counts as using all of it
     (warm,) = runner.with_expected_times([runner.replace(jobs[-1], arm=d.WARM_HEURISTIC)], times)
     assert warm.expected_s == pytest.approx(7.0)
@@ -485,6 +499,23 @@ def test_each_planned_job_expects_the_time_its_arms_recorded_runs_took(heldout_d
     assert at_other.expected_s == pytest.approx(longest_around(SOFTMAX.kernel, d.HELION_QUICK))
     assert at_unknown.expected_s is None
     assert at_other == runner.HelionQuickJob(other, 1, None)  # the estimate is no part of the job's identity
+
+
+def test_a_job_is_expected_to_take_as_much_longer_as_its_arm_varies_seed_to_seed():
+    """Two Helion runs at one problem took 100 and 120 s, one at another 200 s: a third run at
+    the first is expected to take 120 s times 1.2, and a run at the second 200 s times 1.2."""
+    first, second = (d.Problem("softmax", shape, "float16") for shape in ("64x1000", "64x2000"))
+    times = {(first.kernel, first.shape, first.dtype, d.HELION_QUICK, d.NATIVE, 1): JobTime(100.0, None),
+             (first.kernel, first.shape, first.dtype, d.HELION_QUICK, d.NATIVE, 2): JobTime(120.0, None),
+             (second.kernel, second.shape, second.dtype, d.HELION_QUICK, d.NATIVE, 1): JobTime(200.0, None)}
+    assert runner.seed_spread(times) == pytest.approx({d.HELION_QUICK: 1.2})
+    jobs = runner.with_expected_times([runner.HelionQuickJob(first, 3, None), runner.HelionQuickJob(second, 2, None)],
+                                      times)
+    assert [job.expected_s for job in jobs] == pytest.approx([144.0, 240.0])
+    # runs with different search limits are not seeds of one another
+    ours = {(first.kernel, first.shape, first.dtype, d.COLD, "pattern", seed): JobTime(seconds, limit)
+            for seed, seconds, limit in ((1, 30.0, 20.0), (2, 50.0, 40.0))}
+    assert runner.seed_spread(ours) == {}
 
 
 def test_the_dry_run_says_how_long_each_run_should_take(heldout_db, capsys):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -288,9 +289,14 @@ def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[P
 def with_expected_times(jobs: Sequence[Job], times: Mapping[tuple, JobTime | None]) -> list[Job]:
     """Each job with how long it can be expected to take, from the finished runs of its arm: the
     longest at its problem, else the longest of its kernel at any shape (None where no run of
-    the arm is recorded).  Our arms' times are read as the set-up and final re-timing around
-    the search time each run was given, plus the job's own search time.  `--deadline` starts no
-    job that would not end by then (autotune.experiment.execute_jobs)."""
+    the arm is recorded), times the arm's seed-to-seed spread (`seed_spread`).  Our arms' times
+    are read as the set-up and final re-timing around the search time each run was given, plus
+    the job's own search time.  `--deadline` starts no job that would not end by then
+    (autotune.experiment.execute_jobs).
+
+    Why the spread: the longest of one or two runs is no bound.  Helion quick's search is random,
+    and a run started on the longest earlier time alone was cut at the deadline (its whole time
+    lost) when it took a little longer than the run before it."""
     at_problem: dict[tuple, float] = {}
     of_kernel: dict[tuple, float] = {}
     for key, time_taken in times.items():
@@ -300,13 +306,31 @@ def with_expected_times(jobs: Sequence[Job], times: Mapping[tuple, JobTime | Non
         around = max(0.0, time_taken.seconds - (time_taken.limit_s or 0.0))  # one ended early: its whole limit
         at_problem[(kernel, shape, dtype, arm)] = max(around, at_problem.get((kernel, shape, dtype, arm), around))
         of_kernel[(kernel, dtype, arm)] = max(around, of_kernel.get((kernel, dtype, arm), around))
+    spread = seed_spread(times)
     expected = []
     for job in jobs:
         p = job.problem
         around = at_problem.get((p.kernel, p.shape, p.dtype, job.arm), of_kernel.get((p.kernel, p.dtype, job.arm)))
         search = job.seconds if isinstance(job, ArmJob) else 0.0
-        expected.append(replace(job, expected_s=None if around is None else around + search))
+        estimate = None if around is None else (around + search) * spread.get(job.arm, 1.0)
+        expected.append(replace(job, expected_s=estimate))
     return expected
+
+
+def seed_spread(times: Mapping[tuple, JobTime | None]) -> dict[str, float]:
+    """Per arm, how much longer one run's job takes than another's of the same strategy at the
+    same problem with the same search limit: the median, over every such group of two or more
+    finished runs (seeds), of its longest job time over its shortest.  An arm with no such group
+    has none (1.0 is then assumed)."""
+    groups: dict[tuple, list[float]] = {}
+    for key, time_taken in times.items():
+        if time_taken is not None and time_taken.seconds > 0:
+            groups.setdefault((*key[:5], time_taken.limit_s), []).append(time_taken.seconds)
+    ratios: dict[str, list[float]] = {}
+    for group, seconds in groups.items():
+        if len(seconds) > 1:
+            ratios.setdefault(group[3], []).append(max(seconds) / min(seconds))
+    return {arm: statistics.median(values) for arm, values in ratios.items()}
 
 
 def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
@@ -481,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             known = [job.expected_s for job in jobs if job.expected_s is not None]
             if known:
                 console.print(f"about {sum(known):.0f} s in all for the {len(known)} run(s) with recorded runs of "
-                              "their arm (the longest of each), before the runner's own start")
+                              "their arm (the longest of each, times its seed-to-seed spread), before the runner's own start")
         return
     execute(plan, options, console)
 
