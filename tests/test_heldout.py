@@ -36,9 +36,8 @@ from experiments.heldout import analysis
 from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
-from experiments.heldout.data import JobTime
 from experiments.heldout.report import as_json, helion_spread, in_short, superseded_section
-from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, foreign_sessions, load_every_run, load_runs,
+from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, JobTime, foreign_sessions, load_every_run, load_runs,
                                       recorded_keys, run_key, standing, superseded, without_study)
 from search_spaces.space import canonical_json
 

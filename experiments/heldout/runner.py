@@ -505,7 +505,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             known = [job.expected_s for job in jobs if job.expected_s is not None]
             if known:
                 console.print(f"about {sum(known):.0f} s in all for the {len(known)} run(s) with recorded runs of "
-                              "their arm (the longest of each, times its seed-to-seed spread), before the runner's own start")
+                              "their arm (the longest of each, times its seed-to-seed spread), before the runner's "
+                              "own start")
         return
     execute(plan, options, console)
 
