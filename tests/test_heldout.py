@@ -91,9 +91,9 @@ def test_the_declared_shapes_are_none_the_rules_name_or_the_seed_study_measured(
     # Only the shapes a rule was declared revised after may be named (and they are).
     assert {p.shape for p in d.PROBLEMS} & named == set(d.SEEN_BY_REVISIONS)
     # The shapes that judge the latest change of each rule or strategy: the row rule's third revision,
-    # pattern-ends, the cache source (12288x10000: the third revision was fitted on 1024x196608, a
+    # pattern-ends, pattern-full, the cache source (12288x10000: the third revision was fitted on 1024x196608, a
     # rule the cache source does not read) and the resident matmul rule's third revision.
-    judging = (set(d.FEW_ROWS_SHAPES) | set(d.ENDS_SHAPES) | {"12288x10000"}
+    judging = (set(d.FEW_ROWS_SHAPES) | set(d.ENDS_SHAPES) | set(d.FULL_SHAPES) | {"12288x10000"}
                | {p.shape for p in d.MATMUL_THIRD})
     assert not judging & set(d.SEEN_BY_REVISIONS)
     from experiments.seed_study.definition import CELLS
@@ -989,7 +989,7 @@ def test_runs_of_the_row_rules_second_revision_are_earlier_only_where_rows_are_f
     cache.close()
     assert d.seeds_version(few_rows, d.WARM_HEURISTIC) != d.TWO_PASS_SEEDS
     # The fitted shapes are exactly the declared ones with few long rows before the judging shapes.
-    earlier = [p for p in d.SOFTMAX if p.shape not in d.FEW_ROWS_SHAPES]
+    earlier = d.SOFTMAX[:d.SOFTMAX_SHAPES.index(d.FEW_ROWS_SHAPES[0])]
     assert {p.shape for p in earlier if few_long_rows(*p.dims, H100_SM_COUNT)} == set(d.FEW_ROWS_FITTED)
     assert all(few_long_rows(*d.Problem("softmax", s, "float16").dims, H100_SM_COUNT) for s in d.FEW_ROWS_SHAPES)
     assert recorded_keys(db, None) == {run_key(few_rows, d.WARM_HEURISTIC, "pattern" + EARLIER_SEEDS, 1),

@@ -66,11 +66,18 @@ CACHE_SHAPES = ("1024x196608", "12288x10000")
 # for it, and these two judge it: a row padded to 256K values between two recorded ones, and a
 # row that is five chunks of 16384 exactly.
 FEW_ROWS_SHAPES = ("1280x150000", "1792x81920")
+# Declared after the cold runs at the seventeen shapes above had shown `pattern-ends` stopping short
+# at 1792x81920, before anything was measured on them: the random draw of a centre's neighbours
+# (`max_neighbours`) had left out the one move after which the next chunk pays, which led to the
+# `pattern-full` strategy (a path looks at the neighbours the draw left out before it stops).  The
+# seventeen are fitted for it; these two judge it: few long rows of odd widths, padded to 64K and
+# 128K values, where the spaces have more single-parameter moves than the draw takes.
+FULL_SHAPES = ("2304x57344", "1408x110592")
 # The shapes the third revision was fitted on: no longer held out for the warm-heuristic arm, so
 # the verdict on the shapes declared after the second revision leaves 1536x131072 out.
 FEW_ROWS_FITTED = ("2048x100000", "512x262144", "768x160000", "1536x131072", "1024x196608")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
-JUDGED_AT = {"pattern-ends": ENDS_SHAPES}
+JUDGED_AT = {"pattern-ends": ENDS_SHAPES, "pattern-full": FULL_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms): 4096x65536 and 2048x100000 (the row rule's second revision; the second
 # comes in with the rest of FEW_ROWS_FITTED, its third), three first matmul cells (the resident
@@ -80,7 +87,8 @@ SEEN_BY_REVISIONS = ("4096x65536", "32768x1024x1536", "65536x2048x1024", "16384x
                      "16384x2048x2048", "65536x512x1280", "32768x768x2048", "32768x1536x768",
                      "32768x1024x2048", "24576x1024x1792", "49152x1536x1280",
                      "32768x2048x1024") + FEW_ROWS_FITTED
-SOFTMAX_SHAPES = FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
+SOFTMAX_SHAPES = (FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
+                  + FULL_SHAPES)
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -175,9 +183,10 @@ NATIVE = "native"  # the strategy recorded for Helion's own search
 FAILED = "failed"
 INTERRUPTED = "interrupted"
 
-# The framework's best on the recorded spaces (simulation reports), and the pattern walk that also
-# looks at each parameter's far ends before a path stops (JUDGED_AT).
-STRATEGIES = ("pattern", "evolution", "pattern-ends")
+# The framework's best on the recorded spaces (simulation reports), the pattern walk that also
+# looks at each parameter's far ends before a path stops, and the one that also looks at the
+# neighbours its draw left out (JUDGED_AT).
+STRATEGIES = ("pattern", "evolution", "pattern-ends", "pattern-full")
 SEEDS = (1, 2, 3)
 # Helion quick runs with the same seeds as our arms: its search is random, and its final time and
 # wall time both move from seed to seed, so a single run is a noisy reference for every target.
