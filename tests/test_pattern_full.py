@@ -96,7 +96,7 @@ def test_stall_moves_are_the_neighbours_past_the_cap_and_the_end_moves():
     centre = {**space.default, "chunk": 16384}
     drawn = {params_key(p) for p in PatternSearch._neighbours(strategy, centre)}
     every = {params_key(p) for p in space.neighbours(centre, 1)}
-    ends = {params_key(p) for p in strategy.end_moves(centre)}
+    ends = {params_key(p) for p in EndsPatternSearch.end_moves(strategy, centre)}
     moves = [params_key(p) for p in strategy.stall_moves(centre)]
     assert len(moves) == len(set(moves))
     assert set(moves) == (every | ends) - drawn

@@ -10,19 +10,18 @@ one walked a slower ridge for its whole time.
 
 The walk and its far-end look are `pattern-ends`', unchanged.  The one difference: when a path
 would stop, the neighbours its centre's cap left out are asked in the same extra generation as
-its end moves.  A better one continues the path; otherwise it stops, at a centre no
-single-parameter move improves.  That costs nothing while paths improve, and at most the
-neighbours past the cap per stalled path.
+its end moves (the look `EndsPatternSearch` takes is widened; its walk is not touched).  A better
+one continues the path; otherwise it stops, at a centre no single-parameter move improves.  That
+costs nothing while paths improve, and at most the neighbours past the cap per stalled path.
 
 Why a strategy of its own and not a change to `pattern-ends`: sessions record the source hash
 of their strategy's modules, and the held-out study judges each source apart; a change to
-`pattern-ends` would relabel every run recorded under it.  So `_moved` below repeats the
-decision of `EndsPatternSearch._moved` with the wider look.
+`pattern-ends` would relabel every run recorded under it.
 """
 
 from __future__ import annotations
 
-from autotune.strategies.pattern import PatternSearch, _unique
+from autotune.strategies.pattern import PatternSearch
 from autotune.strategies.pattern_ends import EndsPatternSearch
 from autotune.types import Params
 from search_spaces.space import params_key
@@ -31,30 +30,17 @@ from search_spaces.space import params_key
 class FullPatternSearch(EndsPatternSearch):
     name = "pattern-full"
 
-    def _moved(self) -> list[Params]:
-        moved = []
-        for centre in self.centres:
-            best = min(self._neighbours(centre), key=self._objective, default=None)
-            if best is not None and self._objective(best) < self._objective(centre) * (1 - self.min_improvement):
-                moved.append(best)
-            elif params_key(centre) not in self._probed and self.stall_moves(centre):
-                self._probed.add(params_key(centre))
-                moved.append(centre)  # stays one more generation: its stall moves are asked next
-        return _unique(moved)
-
-    def _neighbours(self, centre: Params) -> list[Params]:
-        points = PatternSearch._neighbours(self, centre)
-        if params_key(centre) not in self._probed:
-            return points
-        keys = {params_key(p) for p in points}
-        return points + [p for p in self.stall_moves(centre) if params_key(p) not in keys]
+    def end_moves(self, centre: Params) -> list[Params]:
+        """`EndsPatternSearch` asks these once before a path stops at `centre`, and continues
+        the path from a better one: here, the stall moves."""
+        return self.stall_moves(centre)
 
     def stall_moves(self, centre: Params) -> list[Params]:
         """What a path looks at before it stops at `centre`: the neighbours the cap left out,
-        then the end moves (`EndsPatternSearch.end_moves`), each once."""
+        then the far-end moves (`EndsPatternSearch.end_moves`), each once."""
         drawn = {params_key(p) for p in PatternSearch._neighbours(self, centre)}
         moves, seen = [], set(drawn)
-        for point in self.space.neighbours(centre, self.radius) + self.end_moves(centre):
+        for point in self.space.neighbours(centre, self.radius) + EndsPatternSearch.end_moves(self, centre):
             key = params_key(point)
             if key not in seen:
                 seen.add(key)
