@@ -10,7 +10,7 @@ import pytest
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.pattern import PatternSearch
 from autotune.strategies.pattern_ends import EndsPatternSearch
-from autotune.types import Result, Status
+from conftest import walk_until_done
 from search_spaces import Ordinal, PowerOfTwo, ProductLimit, SearchSpace, params_key
 
 WHOLE_ROW = 65536
@@ -38,16 +38,7 @@ def row_time(point: dict) -> float:
 
 def run(strategy, limit: int = 400) -> list[dict]:
     """Ask and tell until the strategy stops; the points asked, in order."""
-    start = row_space().default
-    strategy.warm_start([(start, Result(key=params_key(start), status=Status.OK, median_ms=row_time(start)))])
-    asked = []
-    while len(asked) < limit:
-        batch = strategy.ask(16)
-        if not batch:
-            break
-        asked += batch
-        strategy.tell([(p, Result(key=params_key(p), status=Status.OK, median_ms=row_time(p))) for p in batch])
-    return asked
+    return walk_until_done(strategy, row_space().default, row_time, limit)
 
 
 def best_time(strategy) -> float:

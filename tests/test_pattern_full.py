@@ -11,7 +11,7 @@ from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.pattern import PatternSearch
 from autotune.strategies.pattern_ends import EndsPatternSearch
 from autotune.strategies.pattern_full import FullPatternSearch
-from autotune.types import Result, Status
+from conftest import walk_until_done
 from search_spaces import Choice, PowerOfTwo, SearchSpace, params_key
 
 FLAGS = 10  # parameters that do nothing: a neighbourhood larger than the cap
@@ -38,16 +38,7 @@ def flag_time(point: dict) -> float:
 
 def run(strategy, limit: int = 400) -> list[dict]:
     """Ask and tell until the strategy stops; the points asked, in order."""
-    start = flag_space().default
-    strategy.warm_start([(start, Result(key=params_key(start), status=Status.OK, median_ms=flag_time(start)))])
-    asked = []
-    while len(asked) < limit:
-        batch = strategy.ask(16)
-        if not batch:
-            break
-        asked += batch
-        strategy.tell([(p, Result(key=params_key(p), status=Status.OK, median_ms=flag_time(p))) for p in batch])
-    return asked
+    return walk_until_done(strategy, flag_space().default, flag_time, limit)
 
 
 def missing_the_move(seed: int) -> bool:
