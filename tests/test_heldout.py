@@ -167,10 +167,12 @@ def heldout_db(tmp_path_factory) -> Path:
             _record(cache, task, arm=d.WARM_HEURISTIC, strategy="pattern", seed=seed, setup_s=1.0, seeds=heuristic,
                     seed_from="default,heuristic", costs=costs, seconds=600.0 + seed,  # the budget ends them first
                     extra={"seeds": d.seeds_version(problem, d.WARM_HEURISTIC)})
+        if problem is SOFTMAX:  # the budget ends it at the default, slower than Helion's pick, long before 20 s
+            _record(cache, task, arm=d.COLD, strategy="evolution", seed=1, setup_s=1.0, costs=costs, budget=1)
         if problem is SOFTMAX:  # set-up of 30 s: within Helion's fifth (20 s) it is not, nor its tenth
             for seed in (1, 2):
                 _record(cache, task, arm=d.WARM_CACHE, strategy="evolution", seed=seed, setup_s=30.0, seeds=cached,
-                        seed_from="default,cache", costs=costs,
+                        seed_from="default,cache", costs=costs, seconds=0.01,  # the limit ends them first
                         extra={"cache_from": ["1024x1024"], "seeds": d.SEEDS_VERSION[d.WARM_CACHE]})
         else:  # cut short: never counted, and planned again
             _record(cache, task, arm=d.COLD, strategy="pattern", seed=3, setup_s=1.0, costs=costs, interrupt=3)
@@ -196,7 +198,7 @@ def _raw_runs(db: Path) -> dict[int, dict[str, Any]]:
                                 "FROM evaluations WHERE session_id = ? ORDER BY created, generation, ordinal",
                                 (sid,)).fetchall()
             runs[sid] = {"problem": (kernel, "x".join(map(str, json.loads(shape))), dtype), "tags": tags,
-                         "rows": rows, "options": json.loads(options), "seconds": seconds}
+                         "rows": rows, "options": json.loads(options), "seconds": seconds, "reason": reason}
         return runs
     finally:
         conn.close()
@@ -372,6 +374,31 @@ def test_target_verdicts_follow_the_rows(heldout_db, heldout_report):
     assert matmul["seed_ratio"] == pytest.approx(seed_ms / best)
     line = next(x for x in targets["matmul cells"]["details"] if x.startswith(MATMUL.label))
     assert line.endswith(": met" if seed_ms / best <= 1 + d.SEED_NEAR else ": not met")
+
+
+def test_runs_the_config_budget_ended_are_counted_and_those_it_decided_listed(heldout_db, heldout_report):
+    """The budget is meant to bind after the search limit: the report lists every softmax run of our
+    arms it ended, and as decided by it those not yet within 2% of Helion quick before their target's time."""
+    out, results = heldout_report
+    here = {sid: r for sid, r in _raw_runs(heldout_db).items()
+            if r["problem"] == (SOFTMAX.kernel, SOFTMAX.shape, SOFTMAX.dtype)}
+    helion = next(_expected(r) for r in here.values() if r["tags"]["arm"] == d.HELION_QUICK)
+    expected = {}
+    for sid, run in here.items():
+        if run["tags"]["arm"] not in d.OUR_ARMS or run["reason"] != "budget":
+            continue
+        allowed = helion["wall"] * (d.COLD_WALL_SHARE if run["tags"]["arm"] == d.COLD else d.WARM_WALL_SHARE)
+        mine = _expected(run)
+        reached = _time_to(mine["steps"], helion["final"] * (1 + d.WITHIN))
+        expected[sid] = reached is None and mine["wall"] < allowed
+    assert expected and {e["session"]: e["cut_short"] for e in results["budget_ends"]} == expected
+    assert any(r["reason"] != "budget" for r in here.values() if r["tags"]["arm"] in d.OUR_ARMS)  # not listed
+    assert set(expected.values()) == {True, False}  # the fixture has both kinds
+    text = (out / "README.md").read_text()
+    section = text.split("## Runs the config budget ended")[1].split("\n## ")[0]
+    assert f"{len(expected)} of our softmax runs ended at the budget" in section
+    listed = {int(line.split(" | ")[3]) for line in section.splitlines() if line.startswith(f"| {SOFTMAX.shape} |")}
+    assert listed == {sid for sid, short in expected.items() if short}
 
 
 # -- the runner ---------------------------------------------------------------------------------------

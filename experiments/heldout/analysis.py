@@ -397,6 +397,42 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
     return result
 
 
+BUDGET_END = "budget"  # the exit reason of a session that measured its config budget
+
+
+@dataclass
+class BudgetEnd:
+    """A softmax run of our arms that its config budget (definition.BUDGET) ended before its
+    search limit: the study means the limit to bind first, so the report says where it did not."""
+
+    run: Run
+    allowed_s: float | None  # the time its target allows (a share of Helion quick's wall); None: no reference
+    reached_s: float | None  # when it came within WITHIN of Helion quick's final time; None: never
+
+    @property
+    def cut_short(self) -> bool:
+        """Ended before its target's time without having come within WITHIN: it counts as 'never'
+        though the time it was allowed had not run out, so the budget, not the target, decided it."""
+        wall = self.run.wall_s
+        return self.reached_s is None and self.allowed_s is not None and wall is not None and wall < self.allowed_s
+
+
+def budget_ends(summaries: Sequence[ProblemSummary]) -> list[BudgetEnd]:
+    """Our arms' softmax runs (where the time targets are judged) that ended at the config budget."""
+    ends = []
+    for summary in summaries:
+        if summary.problem.family != "softmax":
+            continue
+        for arm in summary.arms:
+            if arm.arm not in d.OUR_ARMS:
+                continue
+            share = d.COLD_WALL_SHARE if arm.arm == d.COLD else d.WARM_WALL_SHARE
+            allowed = summary.helion_wall_s * share if summary.helion_wall_s else None
+            near = summary.helion_ms * (1 + d.WITHIN) if summary.helion_ms else None
+            ends += [BudgetEnd(run, allowed, run.time_to(near)) for run in arm.runs if run.ended_by == BUDGET_END]
+    return ends
+
+
 # Issue 24's targets as its text names them, and the arm each one judges ("matmul cells": the seed target).
 ISSUE_TARGETS = (("cold", d.COLD), ("warm", d.WARM_HEURISTIC), ("warm from the cache", d.WARM_CACHE),
                  ("matmul seeds", None))

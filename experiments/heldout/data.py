@@ -78,6 +78,7 @@ class Run:
     helion_past_thread_limit: str | None = None
     limit_s: float | None = None  # ours: the search time it was given (`--seconds`, from the evaluator ready)
     seeds_tag: str | None = None  # a warm arm: the version of its seed source it recorded (definition.seeds_version)
+    ended_by: str | None = None  # why its session ended: its search limit ('seconds'), the config budget, ...
 
     @property
     def key(self) -> Key:
@@ -329,7 +330,7 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
               cache_from=tuple(tags.get("cache_from", ())), fresh_caches=tags.get("compile_caches") == d.FRESH_CACHES,
               early_setups=bool(session["options"].get("early_setups")),
               limit_s=session.get("seconds") if tags.get("arm") in d.OUR_ARMS else None,
-              seeds_tag=tags.get("seeds"))
+              seeds_tag=tags.get("seeds"), ended_by=session.get("exit_reason"))
     given: dict[str, list[EvaluationRow]] = {}  # origin -> the rows of generation 0 it gave
     for row in search:
         if row.generation == 0:

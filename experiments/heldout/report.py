@@ -18,7 +18,7 @@ from autotune.experiment import ExperimentOptions
 
 from . import definition as d
 from . import plots
-from .analysis import ArmSummary, ProblemSummary, Verdict, headline, summarise, verdicts
+from .analysis import ArmSummary, BudgetEnd, ProblemSummary, Verdict, budget_ends, headline, summarise, verdicts
 from .data import Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, standing, superseded
 
 
@@ -40,10 +40,12 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     path = options.out / "README.md"
     again = [(run, by) for run, by in superseded(every_run) if run.problem in problems]
     finished = {run.key for run in runs}
+    ends = budget_ends(summaries)
     path.write_text(render(summaries, judged, options, figures, others,
-                           unfinished_section(unfinished, finished) + superseded_section(again)))
-    (options.out / "results.json").write_text(json.dumps(as_json(summaries, judged, unfinished, finished, again),
-                                                         indent=1))
+                           budget_section(summaries, ends) + unfinished_section(unfinished, finished)
+                           + superseded_section(again)))
+    (options.out / "results.json").write_text(
+        json.dumps(as_json(summaries, judged, unfinished, finished, again, ends), indent=1))
     console.print("\n".join(f"{v.subject}: {v.target}: {v.status}" for v in judged))
     return path
 
@@ -268,6 +270,33 @@ def starting_points(summaries: Sequence[ProblemSummary]) -> list[str]:
             "|---|---:|---:|---:|---:|---|", *rows, ""]
 
 
+def budget_section(summaries: Sequence[ProblemSummary], ends: Sequence[BudgetEnd]) -> list[str]:
+    """How many of our softmax runs the config budget ended before their search limit, by arm and
+    strategy, and each one it ended before its target's time without having come within 2%."""
+    if not ends:
+        return []
+    counted: Counter = Counter()
+    for summary in summaries:
+        if summary.problem.family == "softmax":
+            counted.update(a.name for a in summary.arms if a.arm in d.OUR_ARMS for _ in a.runs)
+    by_arm = Counter(f"{e.run.arm} {e.run.strategy}" for e in ends)
+    short = [e for e in ends if e.cut_short]
+    short_by_arm = Counter(f"{e.run.arm} {e.run.strategy}" for e in short)
+    rows = [f"| {name} | {counted[name]} | {by_arm[name]} | {short_by_arm[name]} |" for name in sorted(by_arm)]
+    listed = [f"| {e.run.problem.shape} | {e.run.arm} {e.run.strategy} | {e.run.seed} | {e.run.session_id} | "
+              f"{e.run.wall_s:.1f} | {e.allowed_s:.1f} |" for e in short]
+    return ["## Runs the config budget ended", "",
+            f"Each of our runs ends at its search limit or after {d.BUDGET} configs (`definition.BUDGET`), "
+            f"whichever comes first; the limit is meant to come first. {len(ends)} of our softmax runs ended at "
+            "the budget. One that had not come within 2% of Helion quick by then counts as 'never'; where that "
+            "was before the time its target allows, the budget decided the run, not the target, and only against "
+            f"us. {len(short) or 'None'} of them did so.", "",
+            "| arm and strategy | softmax runs | ended at the budget | of them, before the allowed time and not "
+            "within 2% |", "|---|---:|---:|---:|", *rows, ""] + (
+        ["| shape | arm and strategy | seed | session | wall s | allowed s |", "|---|---|---:|---:|---:|---:|",
+         *listed, ""] if short else [])
+
+
 def unfinished_section(unfinished: Sequence[Unfinished], finished: Collection[Key]) -> list[str]:
     """The runs that did not finish (failed, interrupted, never ended), each with whether a run of
     the same key is among the `finished` since.  None of them is in any figure; the runner plans
@@ -371,7 +400,8 @@ def superseded_section(again: Sequence[tuple[Run, int]]) -> list[str]:
 
 
 def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: Sequence[Unfinished] = (),
-            finished: Collection[Key] = (), again: Sequence[tuple[Run, int]] = ()) -> dict[str, Any]:
+            finished: Collection[Key] = (), again: Sequence[tuple[Run, int]] = (),
+            ends: Sequence[BudgetEnd] = ()) -> dict[str, Any]:
     """Every figure of the report, for plotting elsewhere; `finished`: the keys of the finished runs."""
     finite = (lambda v: v if v is not None and math.isfinite(v) else None)  # noqa: E731
     return {
@@ -384,6 +414,10 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
                         "arm": run.arm, "strategy": run.strategy, "seed": run.seed, "session": run.session_id,
                         "final_ms": finite(run.final_ms), "wall_s": run.wall_s, "stands_instead": by}
                        for run, by in again],
+        "budget_ends": [{"kernel": e.run.problem.kernel, "shape": e.run.problem.shape, "arm": e.run.arm,
+                         "strategy": e.run.strategy, "seed": e.run.seed, "session": e.run.session_id,
+                         "wall_s": finite(e.run.wall_s), "allowed_s": e.allowed_s, "reached_s": e.reached_s,
+                         "cut_short": e.cut_short} for e in ends],
         "targets": [{"subject": v.subject, "target": v.target, "status": v.status, "met": v.met,
                      "details": v.details, "met_at": v.met_at, "missed_at": v.missed_at,
                      "not_yet_measured_at": v.unmeasured} for v in judged],
