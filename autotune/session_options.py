@@ -21,6 +21,13 @@ OPTIONS_VERSION = 1
 _FACTORS = ("slow_factor", "compile_timeout_factor")  # infinity is stored as null (JSON has none)
 
 
+def thread_limit_option(on: bool) -> bool | None:
+    """The `thread_limit` a session records for a Helion space with (`on`) or without our
+    elements-per-thread limit: nothing when with it, as every session recorded before the option
+    was, so their stored options (and hashes) stay as they were; False when without."""
+    return None if on else False
+
+
 class NewerOptions(ValueError):
     """A session's options were written by a newer autotune."""
 

@@ -16,7 +16,7 @@ from autotune.errors import UserError
 from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 from autotune.experiment import experiment_tags
 from autotune.session import Session, SessionOutcome, SessionSettings
-from autotune.session_options import SessionOptions
+from autotune.session_options import SessionOptions, thread_limit_option
 from autotune.strategies import strategy_source
 from autotune.task import TuningTask, bind_live, bind_recorded
 from search_spaces.space import canonical_json
@@ -212,7 +212,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             build_ahead=_builds_ahead() if settings.mode == "gpu" else None,
             early_setups=_early_setups() if settings.mode == "gpu" else None,
             experiment=dict(request.experiment), workers=request.workers,
-            replay=getattr(evaluator, "replay_note", None), thread_limit=None if request.thread_limit else False)
+            replay=getattr(evaluator, "replay_note", None), thread_limit=thread_limit_option(request.thread_limit))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume)
         outcome = session.run()

@@ -190,7 +190,7 @@ def record_failure(db_path: Path, shipped: Path | None, problem: Problem, device
     raises the job's own error)."""
     from autotune.databases import open_for_writing
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
-    from autotune.session_options import SessionOptions
+    from autotune.session_options import SessionOptions, thread_limit_option
     from autotune.task import bind_live
 
     try:
@@ -205,7 +205,8 @@ def record_failure(db_path: Path, shipped: Path | None, problem: Problem, device
                 budget=None, seconds=None, fingerprint=task.fingerprint, device=task.identity.device,
                 versions=task.identity.versions, mode="gpu",
                 options=SessionOptions(db=str(db_path), shipped=str(shipped) if shipped else None, seed_from="",
-                                       fresh=True, experiment=dict(tags), thread_limit=None if thread_limit else False))
+                                       fresh=True, experiment=dict(tags),
+                                       thread_limit=thread_limit_option(thread_limit)))
             store.end_session(session_id, reason, None)
             return session_id
         finally:
