@@ -843,6 +843,73 @@ def test_a_helion_run_cut_by_the_deadline_is_recorded_with_what_its_search_had_l
     assert (cut.helion_configs, cut.helion_best_ms) == (1, 0.3) and load_runs(db, None) == []
 
 
+def test_a_helion_search_whose_retiming_was_cut_is_not_run_again(tmp_path, monkeypatch):
+    """Minutes of Helion's search are not spent twice: when the re-timing of a finished search's
+    pick is cut (a deadline, Ctrl-C), the plan re-times that pick alone with the search's start,
+    times and log; the run's job time is its search's plus the new re-timing; the report says so.
+    A re-timing that failed is searched again (its pick may fail again)."""
+    from dataclasses import replace
+
+    from experiments.heldout.data import finished_searches, job_times
+    from experiments.heldout.report import problem_section
+
+    problem = d.Problem("softmax", "64x1000", "float16")
+    db = tmp_path / "home.db"
+    searched = lambda kernel, inputs: _helion_log_and_pick(kernel)  # noqa: E731
+
+    def cut(request):
+        raise KeyboardInterrupt
+
+    def refused(request):
+        raise UserError("the pick is not a point of the space")
+
+    for seed, retiming in ((2, cut), (3, refused)):
+        monkeypatch.setattr(runner, "_run", retiming)
+        with pytest.raises((KeyboardInterrupt, UserError)):
+            runner.HelionQuickJob(problem, seed, None, autotune=searched, device="cpu")(db)
+    key = run_key(problem, d.HELION_QUICK, d.NATIVE, 2)
+    searches = finished_searches(db, None)
+    assert set(searches) == {key} and searches[key].tags["helion_pick"]["num_warps"] == 4
+    plan = runner.Plan(problems=(problem,), arms=(d.HELION_QUICK,), helion_seeds=(2, 3), shipped=None)
+    again, anew = runner.pending_jobs(plan, db, SimpleNamespace(print=lambda *a, **k: None))
+    assert (again.seed, anew.seed, anew.searched) == (2, 3, None) and again.searched == searches[key]
+    assert again.expected_s is None and f"search finished in session {searches[key].session_id}" in again.describe()
+
+    def searches_again(kernel, inputs):
+        raise AssertionError("the search ran again")
+
+    requests: list = []
+    monkeypatch.setattr(runner, "_run", lambda request: requests.append(request) or SimpleNamespace(session_id=9))
+    began = time.time()
+    replace(again, autotune=searches_again, device="cpu")(db)
+    (request,) = requests
+    tags, first = dict(request.experiment), searches[key].tags
+    assert {k: tags[k] for k in runner.SEARCH_TAGS} == {k: first[k] for k in runner.SEARCH_TAGS}
+    assert tags["retimes_search_of"] == searches[key].session_id and tags["retime_started"] >= began - 1e-3
+    assert json.loads(request.configs[0])["num_warps"] == 4
+
+    # Recorded as the runner records it: the job time is the search's and the re-timing's, not the
+    # hours between the two tries; the run stands, and no try is re-timed again.
+    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+    pick = task.space.sample(random.Random(7))
+    cache = Cache.open(db)
+    _record(cache, task, arm=d.HELION_QUICK, strategy=d.NATIVE, seed=2, setup_s=3600.0, seeds=[("user", pick)],
+            seed_from="", costs=lambda p: 1.0, budget=1, fixed=pick,
+            extra={"helion_job_s": 50.0, "helion_wall_s": 45.0, "helion_configs": 1, "helion_timeline": [[1.0, 0.9]],
+                   "retimes_search_of": 1, "retime_started": round(time.time() - 2.0, 3)})
+    cache.close()
+    conn = sqlite3.connect(db)
+    ended, options = conn.execute("SELECT ended, options FROM sessions WHERE exit_reason = 'budget'").fetchone()
+    conn.close()
+    retimed_from = json.loads(options)["experiment"]["retime_started"]
+    assert job_times(db, None)[key].seconds == pytest.approx(50.0 + ended - retimed_from)
+    assert job_times(db, None)[key].seconds < 60 and finished_searches(db, None) == {}
+    (run,) = load_runs(db, None)
+    assert (run.wall_s, run.retimes_search_of) == (50.0, 1)
+    (summary,) = analysis.summarise([run], [problem])
+    assert any("re-timed by a later job" in line and "(session 1) was cut" in line for line in problem_section(summary))
+
+
 def _small_study(tmp_path) -> tuple[d.Problem, Any, Path, Cache]:
     """A small Triton softmax problem, its task on the CPU and a fresh database for its runs."""
     problem = d.Problem("softmax-triton", "64x1000", "float16")

@@ -79,6 +79,7 @@ class Run:
     limit_s: float | None = None  # ours: the search time it was given (`--seconds`, from the evaluator ready)
     seeds_tag: str | None = None  # a warm arm: the version of its seed source it recorded (definition.seeds_version)
     ended_by: str | None = None  # why its session ended: its search limit ('seconds'), the config budget, ...
+    retimes_search_of: int | None = None  # Helion quick: the session whose search this one's pick re-times
 
     @property
     def key(self) -> Key:
@@ -256,6 +257,37 @@ def load_unfinished(db: Path, shipped: Path | None) -> list[Unfinished]:
         cache.close()
 
 
+@dataclass(frozen=True)
+class FinishedSearch:
+    """A try of a Helion quick run whose search finished (its pick is recorded) but whose re-timing
+    of the pick was interrupted or never ended: the runner re-times that pick alone instead of
+    searching again, so minutes of a GPU are not spent twice on one search."""
+
+    session_id: int
+    tags: dict[str, Any]  # the try's tags: its job's start, Helion's times, log and pick
+
+
+def finished_searches(db: Path, shipped: Path | None) -> dict[Key, FinishedSearch]:
+    """For each Helion quick run not finished yet, its latest try whose search finished though its
+    re-timing was cut.  A re-timing that failed is searched again instead: its pick may fail again."""
+    if not db.exists() and (shipped is None or not shipped.exists()):
+        return {}
+    cache = open_for_reading(db, shipped)
+    try:
+        done = {key for key, _ in _finished(cache)}
+        found: dict[Key, FinishedSearch] = {}
+        for session, tags in _of_the_study(cache):
+            reason = session["exit_reason"] or d.INTERRUPTED  # None: never ended, its process stopped
+            if tags.get("arm") != d.HELION_QUICK or "helion_pick" not in tags or not reason.startswith(d.INTERRUPTED):
+                continue
+            key = run_key(_problem(session), d.HELION_QUICK, strategy_label(session), tags.get("seed", 0))
+            if key not in done and not _measured_to_its_end(session):
+                found[key] = FinishedSearch(session["id"], dict(tags))
+        return found
+    finally:
+        cache.close()
+
+
 def study_session_ids(cache: Cache) -> list[int]:
     """Every session the study recorded, finished or not."""
     return [session["id"] for session, _ in _of_the_study(cache)]
@@ -306,7 +338,11 @@ def job_times(db: Path, shipped: Path | None) -> dict[Key, JobTime | None]:
     try:
         found: dict[Key, JobTime | None] = {}
         for key, session in _finished(cache):
-            started = experiment_tags(session["options"]).get("job_started")
+            tags = experiment_tags(session["options"])
+            started = tags.get("job_started")
+            if "retime_started" in tags:  # a pick re-timed after its search's try was cut: the two parts
+                found[key] = JobTime(tags["helion_job_s"] + session["ended"] - tags["retime_started"], None)
+                continue
             found[key] = None if started is None or session["ended"] is None else \
                 JobTime(session["ended"] - float(started), session.get("seconds"))
         return found
@@ -384,6 +420,7 @@ def _read_helion(run: Run, tags: dict[str, Any], rows: list[EvaluationRow], orig
     run.setup_s = run.wall_s - autotune_s if run.wall_s is not None and autotune_s is not None else None
     run.helion_configs = tags.get("helion_configs")
     run.helion_past_thread_limit = tags.get("helion_pick_past_thread_limit")
+    run.retimes_search_of = tags.get("retimes_search_of")
     logged = [(float(t), float(ms) if ms is not None else math.inf) for t, ms in tags.get("helion_timeline", [])]
     finite = [ms for _, ms in logged if math.isfinite(ms)]
     if finite and run.final_ms and run.setup_s is not None:

@@ -339,6 +339,10 @@ def problem_section(summary: ProblemSummary) -> list[str]:
         lines.append(f"Helion quick's pick at seed {run.seed} lies past our searches' elements-per-thread limit "
                      f"({run.helion_past_thread_limit}): it was re-timed in the space without the limit, and none of "
                      "our arms could have found it.")
+    for run in (r for r in summary.helion_runs if r.retimes_search_of is not None):
+        lines.append(f"Helion quick's pick at seed {run.seed} was re-timed by a later job (session "
+                     f"{run.session_id}): the re-timing after its search (session {run.retimes_search_of}) was cut. "
+                     "Its wall time is that search's job, to its autotune call's return.")
     if summary.seed.ms is not None:
         lines.append(f"Heuristic seed ({summary.seed.kind}): {_ms(summary.seed.ms)} µs, "
                      f"{summary.ratio(summary.seed):.3f}x the best found.")

@@ -8,7 +8,8 @@ Each job records one session, tagged with the study, arm, strategy, seed and the
 started (before anything was bound or started), so the report counts the set-up.  Runs already
 recorded are skipped: a run cut short is continued by the same command.  A run that fails or is
 interrupted (`--deadline`, Ctrl-C) is recorded as such, Helion quick's with what its search had
-logged, and the report lists it.  Our arms measure
+logged, and the report lists it; a Helion search that finished before the re-timing of its pick
+was cut is not run again: the next plan re-times its pick alone.  Our arms measure
 every config anew (`fresh`), so no run is answered from another's measurements; the
 warm-cache arm reads its seeds from the shipped data alone (it records into a scratch
 database merged home afterwards), so a held-out shape never seeds itself, and a problem whose
@@ -36,7 +37,7 @@ from . import definition as d
 from .definition import Problem
 
 if TYPE_CHECKING:
-    from .data import JobTime
+    from .data import FinishedSearch, JobTime
 
 
 @dataclass(frozen=True)
@@ -113,13 +114,18 @@ class HelionQuickJob:
     autotune: Callable[[Any, tuple], Any] | None = field(default=None, compare=False)  # tests: a stand-in
     device: str = field(default="cuda", compare=False)  # tests: "cpu", with the stand-in
     expected_s: float | None = field(default=None, compare=False)  # how long it should take (with_expected_times)
+    # An earlier try of this run whose search finished but whose re-timing was cut (data.finished_searches):
+    # its pick is re-timed alone, and the run's figures are that search's.
+    searched: FinishedSearch | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple:
         return (self.problem.kernel, self.problem.shape, self.problem.dtype, self.arm, self.strategy, self.seed)
 
     def describe(self) -> str:
-        return f"{self.arm} seed {self.seed} at {self.problem.label}"
+        again = "" if self.searched is None else \
+            f" (its search finished in session {self.searched.session_id}: its pick re-timed alone)"
+        return f"{self.arm} seed {self.seed} at {self.problem.label}{again}"
 
     def __call__(self, db_path: Path) -> dict[str, Any]:
         started = time.time()
@@ -134,14 +140,18 @@ class HelionQuickJob:
             try:
                 spec = get_kernel(self.problem.kernel)
                 shape, dtype = parse_shape(self.problem.shape, spec.rank), parse_dtype(self.problem.dtype)
-                with fresh_compile_caches():
-                    native = run_native(spec, shape, dtype, log_stem, effort=QUICK, device=self.device,
-                                        autotune=self.autotune or seeded_autotune(self.seed))
-                job_s = time.time() - started
-                tags.update({"helion_job_s": round(job_s, 3), "helion_wall_s": round(native.wall_s, 3),
-                             "helion_pick": native.config, **timeline_tags(native.timeline)})
+                if self.searched is not None:  # the earlier try's start and search; this re-timing's own start
+                    tags.update({k: v for k, v in self.searched.tags.items() if k in SEARCH_TAGS},
+                                retimes_search_of=self.searched.session_id, retime_started=round(started, 3))
+                else:
+                    with fresh_compile_caches():
+                        native = run_native(spec, shape, dtype, log_stem, effort=QUICK, device=self.device,
+                                            autotune=self.autotune or seeded_autotune(self.seed))
+                    tags.update({"helion_job_s": round(time.time() - started, 3),
+                                 "helion_wall_s": round(native.wall_s, 3), "helion_pick": native.config,
+                                 **timeline_tags(native.timeline)})
                 stage = "re-timing its pick"
-                pick = pick_params(spec, shape, dtype, self.device, native.config)
+                pick = pick_params(spec, shape, dtype, self.device, tags["helion_pick"])
                 thread_limit = pick.thread_limit
                 if pick.past_thread_limit:
                     tags["helion_pick_past_thread_limit"] = pick.past_thread_limit
@@ -160,7 +170,13 @@ class HelionQuickJob:
                 record_failure(db_path, self.shipped, self.problem, self.device, tags,
                                f"{how} in {stage}: {type(error).__name__}{said}", thread_limit=thread_limit)
                 raise
-        return {"session": outcome.session_id, "helion_job_s": job_s, "helion_configs": native.configs}
+        return {"session": outcome.session_id, "helion_job_s": tags["helion_job_s"],
+                "helion_configs": tags["helion_configs"]}
+
+
+# The tags that carry a Helion run's start and search (its job time to the autotune call's
+# return, Helion's own wall time, log and pick): a re-timing of its pick alone keeps them.
+SEARCH_TAGS = ("job_started", "helion_job_s", "helion_wall_s", "helion_pick", "helion_configs", "helion_timeline")
 
 
 def timeline_tags(timeline: Sequence[tuple[float, float]]) -> dict[str, Any]:
@@ -445,12 +461,16 @@ def _bind_once_each(problems: Sequence[Problem], device: str) -> int:
 def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
     """The plan's jobs not yet recorded in `db` or the shipped data, after checking that its
     problems are still held out."""
-    from .data import job_times
+    from .data import finished_searches, job_times
 
     sources = check_held_out(plan)
     times = job_times(db, plan.shipped)
     recorded = set() if plan.again else set(times)
     jobs = with_expected_times(plan_jobs(plan, recorded, sources), times)
+    if not plan.again:  # a Helion run whose search finished before its re-timing was cut: re-timed alone
+        searches = finished_searches(db, plan.shipped)
+        jobs = [replace(job, searched=searches[job.key], expected_s=None)
+                if isinstance(job, HelionQuickJob) and job.key in searches else job for job in jobs]
     skipped = len(plan_jobs(replace(plan, again=True), set(), sources)) - len(jobs)
     if skipped:
         console.print(f"{skipped} run(s) already recorded in {db} or {plan.shipped} (--again repeats them)")
