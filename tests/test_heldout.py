@@ -459,6 +459,8 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
         verdict(f"{d.WARM_HEURISTIC} pattern", every, ["a"], unmeasured=["b", "c", "d"]),
         verdict(f"{d.WARM_HEURISTIC} evolution", every, ["a"], unmeasured=["b"]),
         verdict("matmul cells", "heuristic seed within 5% of the best found", ["x"], missed=["y"]),
+        verdict(f"{d.COLD} pattern-full{LATER_STRATEGY_SUBJECT}", subset, [], unmeasured=["h", "i"]),  # none yet
+        verdict(f"{d.WARM_HEURISTIC} pattern (earlier seeds){REVISED_SUBJECT}", subset, ["e"]),  # kept apart
     ]
     picked = dict(analysis.headline(judged))
     assert picked["cold"] is judged[1]
@@ -468,6 +470,12 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
     text = "\n".join(in_short(judged))
     assert f"| cold | {d.COLD} pattern-ends | **not met** (met at 3 of 4) | d | - | {every} |" in text
     assert "| warm from the cache | - | nothing recorded |" in text
+    # Each change on the shapes declared after it, where any was measured; runs kept apart never.
+    changes = text.split("Each change judged only where it was not fitted")[1]
+    assert [line.split(" | ")[0] for line in changes.splitlines() if line.startswith(f"| {d.COLD}")] == [
+        f"| {d.COLD} pattern-ends{LATER_STRATEGY_SUBJECT}"]
+    assert f"| {d.COLD} pattern-ends{LATER_STRATEGY_SUBJECT} | **met** (met at 5 of 5) | - | - |" in changes
+    assert "earlier seeds" not in changes and "pattern-full" not in changes
 
 
 def test_each_planned_job_expects_the_time_its_arms_recorded_runs_took(heldout_db):

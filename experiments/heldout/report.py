@@ -196,7 +196,22 @@ def in_short(judged: list[Verdict], summaries: Sequence[ProblemSummary] = ()) ->
             "study was run, which shapes each change was fitted on and judged at, and every verdict with its "
             "figures follow.", "",
             "| target | arm and strategy | status | not met at | not yet measured at | target in full |",
-            "|---|---|---|---|---|---|", *rows, "", *_references(summaries)]
+            "|---|---|---|---|---|---|", *rows, "", *_references(summaries), *_changes_judged(judged)]
+
+
+def _changes_judged(judged: Sequence[Verdict]) -> list[str]:
+    """Each change (a strategy, a seed rule's revision) by its verdict on the shapes declared after
+    it, where any of them was measured: the figures above mix shapes a change was fitted on."""
+    later = [v for v in judged if not v.of_runs_kept_apart and "declared after" in v.subject
+             and (v.met_at or v.missed_at)]
+    if not later:
+        return []
+    rows = [f"| {v.subject} | **{v.status.split(' at ')[0]}** (met at {len(v.met_at)} of "
+            f"{len(v.met_at) + len(v.missed_at) + len(v.unmeasured)}) | {', '.join(v.missed_at) or '-'} | "
+            f"{', '.join(v.unmeasured) or '-'} |" for v in later]
+    return ["Each change judged only where it was not fitted: on the shapes (or cells) declared after it, where "
+            "any was measured (the targets as above).", "",
+            "| subject | status | not met at | not yet measured at |", "|---|---|---|---|", *rows, ""]
 
 
 FAMILIES = (("softmax", "softmax shape", "softmax shapes"), ("matmul", "matmul cell", "matmul cells"))
