@@ -414,6 +414,10 @@ def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_ho
     picked_ms = (1.9, 1.4, 1.2)  # the median is neither the first, the last, the fastest nor the mean
     costs = _costs(task, [(task.space.default, 2.5), *zip(picks, picked_ms)])
     walls = (160.0, 130.0, 90.0)
+    earlier = task.space.sample(random.Random(4))  # seed 2 run before: the later run of seed 2 replaces it
+    _record(cache, task, arm=d.HELION_QUICK, strategy=d.NATIVE, seed=2, setup_s=0.5, seeds=[("user", earlier)],
+            seed_from="", costs=_costs(task, [(earlier, 1.0)]), budget=1, fixed=earlier,
+            extra={"helion_job_s": 70.0, "helion_wall_s": 65.0, "helion_configs": 3, "helion_timeline": HELION_LOG})
     for seed, (pick, wall) in enumerate(zip(picks, walls), start=1):
         _record(cache, task, arm=d.HELION_QUICK, strategy=d.NATIVE, seed=seed, setup_s=0.5, seeds=[("user", pick)],
                 seed_from="", costs=costs, budget=1, fixed=pick,
@@ -432,12 +436,19 @@ def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_ho
     assert f"of {statistics.median(walls) * d.COLD_WALL_SHARE:.1f} s allowed" in detail
     assert "Helion quick 3 runs)" in detail
     # The report lists each run's final and wall time in seed order, and how far apart they are.
-    section = "\n".join(helion_spread([summary]))
+    again = superseded(load_every_run(db, None))
+    section = "\n".join(helion_spread([summary], again))
     shown = " / ".join(f"{ms * RETIMED * 1e3:.1f}" for ms in picked_ms)
     assert "Helion quick runs behind each reference (their median): 1 softmax shape with 3 runs." \
         in in_short([], [summary])
     assert f"| {problem.label} | 1, 2, 3 | {shown} | {max(picked_ms) / min(picked_ms):.3f} | 160 / 130 / 90 | " \
            f"{160 / 90:.2f} |" in section
+    # A seed run again: the earlier run is shown beside the table, with the session that replaced it.
+    ((replaced, by),) = again
+    standing_two = next(r for r in runs if r.arm == d.HELION_QUICK and r.seed == 2)
+    assert (replaced.seed, by) == (2, standing_two.session_id)
+    assert (f"- {problem.label}, seed 2: {1.0 * RETIMED * 1e3:.1f} µs in 70 s (session {replaced.session_id}); "
+            f"session {by} stands in its place.") in section
 
 
 def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():

@@ -43,7 +43,7 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     ends = budget_ends(summaries)
     path.write_text(render(summaries, judged, options, figures, others,
                            budget_section(summaries, ends) + unfinished_section(unfinished, finished)
-                           + superseded_section(again)))
+                           + superseded_section(again), again))
     (options.out / "results.json").write_text(
         json.dumps(as_json(summaries, judged, unfinished, finished, again, ends), indent=1))
     console.print("\n".join(f"{v.subject}: {v.target}: {v.status}" for v in judged))
@@ -78,7 +78,7 @@ def _starts(arm: ArmSummary) -> str:
 
 def render(summaries: list[ProblemSummary], judged: list[Verdict], options: ExperimentOptions,
            figures: dict[str, Path], others: dict[str, list[str]] | None = None,
-           unfinished_lines: Sequence[str] = ()) -> str:
+           unfinished_lines: Sequence[str] = (), again: Sequence[tuple[Run, int]] = ()) -> str:
     out = [f"# Held-out shapes: our tuning against Helion quick ({d.STUDY})", "",
            *in_short(judged, summaries), "## How the study was run", "",
            f"Regenerated from `{options.db}` (with the shipped data beside it) by "
@@ -169,7 +169,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
     for verdict in present + apart:
         if verdict.details:
             out += [f"{verdict.subject}:", ""] + [f"- {line}" for line in verdict.details] + [""]
-    out += helion_spread(summaries)
+    out += helion_spread(summaries, again)
     out += starting_points(summaries)
     out += list(unfinished_lines)
     for name, path in figures.items():
@@ -234,9 +234,13 @@ def _references(summaries: Sequence[ProblemSummary]) -> list[str]:
     return [f"Helion quick runs behind each reference (their median): {'; '.join(parts)}.", ""] if parts else []
 
 
-def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
+def helion_spread(summaries: list[ProblemSummary], again: Sequence[tuple[Run, int]] = ()) -> list[str]:
     """Helion quick from seed to seed, where it ran more than once: how far apart its runs' final
-    times and wall times are (every target's reference is their median)."""
+    times and wall times are (every target's reference is their median); and each run made again
+    at the same seed, which the latest replaces in the reference but which shows the same spread."""
+    repeats = [f"- {run.problem.label}, seed {run.seed}: {_ms(run.final_ms)} µs in {run.wall_s:.0f} s "
+               f"(session {run.session_id}); session {by} stands in its place."
+               for run, by in again if run.arm == d.HELION_QUICK and run.wall_s is not None]
     rows = []
     for summary in summaries:
         runs = summary.helion_runs
@@ -247,13 +251,16 @@ def helion_spread(summaries: list[ProblemSummary]) -> list[str]:
         rows.append(f"| {summary.problem.label} | {', '.join(str(r.seed) for r in runs)} | "
                     f"{' / '.join(_ms(ms) for ms in finals)} | {max(finals) / min(finals):.3f} | "
                     f"{' / '.join(f'{w:.0f}' for w in walls)} | {max(walls) / min(walls):.2f} |")
-    if not rows:
+    if not rows and not repeats:
         return []
     return ["## Helion quick, seed to seed", "",
             "Helion quick's search is random: where it ran more than once, its runs' final times and wall times "
             "(each run's, in seed order) and the slowest over the fastest. Every target above reads their median.",
             "", "| problem | seeds | final µs | slowest / fastest | wall s | longest / shortest |",
-            "|---|---|---|---:|---|---:|", *rows, ""]
+            "|---|---|---|---:|---|---:|", *rows, ""] + (
+        ["Runs made again at the same seed: the latest of a seed stands in the reference above, and the earlier "
+         "one counts towards the best found. The same seed does not give the same search (Helion's choices "
+         "follow its timings):", "", *repeats, ""] if repeats else [])
 
 
 def starting_points(summaries: Sequence[ProblemSummary]) -> list[str]:
