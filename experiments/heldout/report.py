@@ -187,10 +187,7 @@ def in_short(judged: list[Verdict], summaries: Sequence[ProblemSummary] = ()) ->
         if verdict is None:
             rows.append(f"| {name} | - | nothing recorded | | | |")
             continue
-        judged_at = len(verdict.met_at) + len(verdict.missed_at) + len(verdict.unmeasured)
-        rows.append(f"| {name} | {verdict.subject} | **{verdict.status.split(' at ')[0]}** (met at "
-                    f"{len(verdict.met_at)} of {judged_at}) | {', '.join(verdict.missed_at) or '-'} | "
-                    f"{', '.join(verdict.unmeasured) or '-'} | {verdict.target} |")
+        rows.append(f"| {name} | {verdict.subject} | {_status_cells(verdict)} | {verdict.target} |")
     return ["## In short", "",
             "Each of the issue's targets for the arm's strategy that met it at the most shapes (or cells); how the "
             "study was run, which shapes each change was fitted on and judged at, and every verdict with its "
@@ -206,12 +203,18 @@ def _changes_judged(judged: Sequence[Verdict]) -> list[str]:
              and (v.met_at or v.missed_at)]
     if not later:
         return []
-    rows = [f"| {v.subject} | **{v.status.split(' at ')[0]}** (met at {len(v.met_at)} of "
-            f"{len(v.met_at) + len(v.missed_at) + len(v.unmeasured)}) | {', '.join(v.missed_at) or '-'} | "
-            f"{', '.join(v.unmeasured) or '-'} |" for v in later]
+    rows = [f"| {v.subject} | {_status_cells(v)} |" for v in later]
     return ["Each change judged only where it was not fitted: on the shapes (or cells) declared after it, where "
             "any was measured (the targets as above).", "",
             "| subject | status | not met at | not yet measured at |", "|---|---|---|---|", *rows, ""]
+
+
+def _status_cells(verdict: Verdict) -> str:
+    """A verdict's status (met at how many of the places it judges), where it was not met and
+    where it is not yet measured: three cells of a table row."""
+    judged_at = len(verdict.met_at) + len(verdict.missed_at) + len(verdict.unmeasured)
+    return (f"**{verdict.status.split(' at ')[0]}** (met at {len(verdict.met_at)} of {judged_at}) | "
+            f"{', '.join(verdict.missed_at) or '-'} | {', '.join(verdict.unmeasured) or '-'}")
 
 
 FAMILIES = (("softmax", "softmax shape", "softmax shapes"), ("matmul", "matmul cell", "matmul cells"))
