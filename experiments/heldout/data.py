@@ -281,7 +281,7 @@ def finished_searches(db: Path, shipped: Path | None) -> dict[Key, FinishedSearc
             if tags.get("arm") != d.HELION_QUICK or "helion_pick" not in tags or not reason.startswith(d.INTERRUPTED):
                 continue
             key = run_key(_problem(session), d.HELION_QUICK, strategy_label(session), tags.get("seed", 0))
-            if key not in done and not _measured_to_its_end(session):
+            if key not in done:  # an interrupted or unended session is never a finished run
                 found[key] = FinishedSearch(session["id"], dict(tags))
         return found
     finally:

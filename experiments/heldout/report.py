@@ -300,10 +300,11 @@ def budget_section(summaries: Sequence[ProblemSummary], ends: Sequence[BudgetEnd
     strategy, and each one it ended before its target's time without having come within 2%."""
     if not ends:
         return []
-    counted: Counter = Counter()
+    counted: Counter = Counter()  # our softmax runs per arm and strategy
     for summary in summaries:
-        if summary.problem.family == "softmax":
-            counted.update(a.name for a in summary.arms if a.arm in d.OUR_ARMS for _ in a.runs)
+        for arm in summary.arms:
+            if summary.problem.family == "softmax" and arm.arm in d.OUR_ARMS:
+                counted[arm.name] += len(arm.runs)
     by_arm = Counter(f"{e.run.arm} {e.run.strategy}" for e in ends)
     short = [e for e in ends if e.cut_short]
     short_by_arm = Counter(f"{e.run.arm} {e.run.strategy}" for e in short)
