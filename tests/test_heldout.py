@@ -574,6 +574,59 @@ def test_the_dry_run_says_how_long_each_run_should_take(heldout_db, capsys):
     assert f"about {job.expected_s:.0f} s in all for the 1 run(s)" in out
 
 
+def _shortest_set_up(db: Path, kernel: str) -> float:
+    """The shortest job start to session start of a finished run of our arms at `kernel`, by SQL."""
+    conn = sqlite3.connect(db)
+    try:
+        set_ups = [started - json.loads(options)["experiment"]["job_started"]
+                   for started, options in conn.execute(
+                       "SELECT started, options FROM sessions WHERE kernel = ? AND exit_reason IN "
+                       "('budget', 'seconds', 'strategy finished', 'strategy exhausted')", (kernel,))
+                   if json.loads(options).get("experiment", {}).get("arm") in d.OUR_ARMS]
+    finally:
+        conn.close()
+    assert set_ups
+    return min(set_ups)
+
+
+def test_with_seconds_target_each_run_searches_the_time_its_target_allows(heldout_db, capsys):
+    """`--seconds target`: each run of ours is given the time its arm's target allows at its
+    shape (a fifth of Helion quick's median wall time cold, a tenth warm) less the shortest set-up
+    any run of ours at the kernel took, so no run is stopped before its target's time has passed
+    since its job started; a problem with no time target (a matmul cell) keeps `--seconds`'s
+    default, and the plan's estimates follow the limits."""
+    from experiments.heldout.data import job_times
+
+    floor = _shortest_set_up(heldout_db, SOFTMAX.kernel)
+    assert 1.0 <= floor < 2.0  # the fixture's cold runs: 1 s of set-up and the session's own start
+    plan = runner.Plan(problems=(SOFTMAX, MATMUL), arms=(d.COLD, d.WARM_HEURISTIC), strategies=("pattern",),
+                       seeds=(4,), shipped=None, limit_to_target=True)
+    printed: list[str] = []
+    jobs = runner.pending_jobs(plan, heldout_db, SimpleNamespace(print=printed.append))
+    limits = {(job.problem, job.arm): job.seconds for job in jobs}
+    assert limits[(SOFTMAX, d.COLD)] == pytest.approx(HELION_JOB_S / 5 - floor, abs=1e-3)
+    assert limits[(SOFTMAX, d.WARM_HEURISTIC)] == pytest.approx(HELION_JOB_S / 10 - floor, abs=1e-3)
+    assert limits[(MATMUL, d.COLD)] == limits[(MATMUL, d.WARM_HEURISTIC)] == d.SECONDS
+    assert any(line.startswith(f"cold at {SOFTMAX.label}: {HELION_JOB_S / 5 - floor:.1f} s of search "
+                               f"({HELION_JOB_S / 5:.1f} s allowed") for line in printed)
+    assert any(f"{d.SECONDS:g} s of search: cold at {MATMUL.label}" in line for line in printed)
+    # the estimates are read with each job's own limit
+    default = runner.pending_jobs(runner.replace(plan, limit_to_target=False), heldout_db,
+                                  SimpleNamespace(print=lambda *a: None))
+    by_key = {job.key: job for job in default}
+    cold = next(job for job in jobs if (job.problem, job.arm) == (SOFTMAX, d.COLD))
+    assert by_key[cold.key].expected_s - cold.expected_s == pytest.approx(
+        (d.SECONDS - cold.seconds) * runner.seed_spread(job_times(heldout_db, None)).get(d.COLD, 1.0))
+    # the command line: 'target', or a positive number; anything else is refused in one line
+    runner.main(["--db", str(heldout_db), "--shipped", "none", "--shapes", SOFTMAX.shape, "--arms", d.COLD,
+                 "--strategies", "pattern", "--seeds", "4", "--seconds", "target", "--dry-run"])
+    assert f"{HELION_JOB_S / 5 - floor:.1f} s of search" in capsys.readouterr().out
+    for bad in ("soon", "0"):
+        with pytest.raises(SystemExit):
+            runner.main(["--db", str(heldout_db), "--seconds", bad, "--dry-run"])
+        assert "--seconds" in capsys.readouterr().err
+
+
 def test_the_plan_skips_recorded_runs_and_reruns_cut_short_ones(heldout_db):
     plan = runner.Plan(problems=(MATMUL,), arms=(d.HELION_QUICK, d.COLD, d.WARM_HEURISTIC), strategies=("pattern",),
                        seeds=(1, 2, 3), shipped=None)

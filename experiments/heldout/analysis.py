@@ -417,6 +417,15 @@ class BudgetEnd:
         return self.reached_s is None and self.allowed_s is not None and wall is not None and wall < self.allowed_s
 
 
+def allowed_s(summary: ProblemSummary, arm: str) -> float | None:
+    """The seconds from the job's start the arm's time target allows at the summary's problem
+    (its share of Helion quick's median wall time there); None where no Helion quick run is
+    recorded or the problem has no time target (a matmul cell)."""
+    if summary.problem.family != "softmax" or not summary.helion_wall_s:
+        return None
+    return summary.helion_wall_s * d.wall_share(arm)
+
+
 def budget_ends(summaries: Sequence[ProblemSummary]) -> list[BudgetEnd]:
     """Our arms' softmax runs (where the time targets are judged) that ended at the config budget."""
     ends = []
@@ -426,8 +435,7 @@ def budget_ends(summaries: Sequence[ProblemSummary]) -> list[BudgetEnd]:
         for arm in summary.arms:
             if arm.arm not in d.OUR_ARMS:
                 continue
-            share = d.COLD_WALL_SHARE if arm.arm == d.COLD else d.WARM_WALL_SHARE
-            allowed = summary.helion_wall_s * share if summary.helion_wall_s else None
+            allowed = allowed_s(summary, arm.arm)
             near = summary.helion_ms * (1 + d.WITHIN) if summary.helion_ms else None
             ends += [BudgetEnd(run, allowed, run.time_to(near)) for run in arm.runs if run.ended_by == BUDGET_END]
     return ends

@@ -212,6 +212,11 @@ WARM_WALL_SHARE = 1 / 10  # warm: the same in at most this share
 SEED_NEAR = 0.05  # matmul: the heuristic seed within 5% of the best found
 
 
+def wall_share(arm: str) -> float:
+    """The share of Helion quick's wall time the arm's time target allows."""
+    return COLD_WALL_SHARE if arm == COLD else WARM_WALL_SHARE
+
+
 def seeds_version(problem: Problem, arm: str) -> str | None:
     """The version of the arm's seed source at this problem (recorded with each run), or None
     for an arm without seeds."""

@@ -1,7 +1,7 @@
 """Runs the held-out experiment on a GPU machine: one job per (problem, arm, strategy, seed).
 
     python -m experiments.heldout.runner --db runs/heldout.db [--shapes 2048x100000,...]
-        [--arms cold,warm-cache] [--strategies pattern,evolution] [--seeds 1,2,3] [--seconds 60]
+        [--arms cold,warm-cache] [--strategies pattern,evolution] [--seeds 1,2,3] [--seconds 60|target]
         [--deadline 3000]
 
 Each job records one session, tagged with the study, arm, strategy, seed and the moment the job
@@ -35,9 +35,11 @@ from autotune.experiment import ExperimentOptions, execute_jobs
 
 from . import definition as d
 from .definition import Problem
+from .limits import TARGET, parse_seconds
 
 if TYPE_CHECKING:
     from .data import FinishedSearch, JobTime
+    from .limits import TargetLimit
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,9 @@ class Plan:
     seeds: tuple[int, ...] = d.SEEDS
     helion_seeds: tuple[int, ...] = d.HELION_SEEDS
     seconds: float = d.SECONDS
+    # `--seconds target`: each run of ours is given the time its target allows at its shape
+    # (limits.py); `seconds` stands where there is no such time yet.
+    limit_to_target: bool = False
     budget: int = d.BUDGET
     shipped: Path | None = Path("cache.db")
     again: bool = False
@@ -288,9 +293,10 @@ def in_scratch(request: Any, db_path: Path) -> Any:
 Job = ArmJob | HelionQuickJob
 
 
-def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[Problem, list[str]] | None = None
-              ) -> list[Job]:
-    """Every job of the plan not yet recorded, Helion quick first at each problem."""
+def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[Problem, list[str]] | None = None,
+              limits: Mapping[tuple[Problem, str], TargetLimit] | None = None) -> list[Job]:
+    """Every job of the plan not yet recorded, Helion quick first at each problem; our arms'
+    search limit from `limits` where it has one (`--seconds target`), else the plan's."""
     jobs: list[Job] = []
     for problem in plan.problems:
         if d.HELION_QUICK in plan.arms:
@@ -298,7 +304,9 @@ def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[P
         for arm in (a for a in d.OUR_ARMS if a in plan.arms):
             shapes = tuple((cache_from or {}).get(problem, ())) if arm == d.WARM_CACHE else ()
             shipped = (plan.seed_data or plan.shipped) if arm == d.WARM_CACHE else plan.shipped
-            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, plan.seconds, shipped, shapes)
+            limit = (limits or {}).get((problem, arm))
+            seconds = plan.seconds if limit is None else limit.seconds
+            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, seconds, shipped, shapes)
                      for strategy in plan.strategies for seed in plan.seeds]
     return [job for job in jobs if plan.again or job.key not in recorded]
 
@@ -466,7 +474,8 @@ def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
     sources = check_held_out(plan)
     times = job_times(db, plan.shipped)
     recorded = set() if plan.again else set(times)
-    jobs = with_expected_times(plan_jobs(plan, recorded, sources), times)
+    limits = target_limits(plan, db, console) if plan.limit_to_target else None
+    jobs = with_expected_times(plan_jobs(plan, recorded, sources, limits), times)
     if not plan.again:  # a Helion run whose search finished before its re-timing was cut: re-timed alone
         searches = finished_searches(db, plan.shipped)
         jobs = [replace(job, searched=searches[job.key], expected_s=None)
@@ -477,12 +486,37 @@ def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
     return jobs
 
 
+def target_limits(plan: Plan, db: Path, console: Any) -> dict[tuple[Problem, str], TargetLimit]:
+    """`--seconds target`: each (problem, arm)'s search limit from the recorded runs, said."""
+    from .data import load_runs
+    from .limits import target_limits as read_limits
+
+    limits = read_limits(load_runs(db, plan.shipped), plan.problems, plan.arms)
+    for (problem, arm), limit in limits.items():
+        console.print(f"{arm} at {problem.label}: {limit.seconds:.1f} s of search ({limit.allowed_s:.1f} s allowed "
+                      f"from the job's start, less the shortest set-up recorded, {limit.set_up_s:.1f} s)")
+    rest = [f"{arm} at {p.label}" for p in plan.problems for arm in plan.arms
+            if arm in d.OUR_ARMS and (p, arm) not in limits]
+    if rest:
+        console.print(f"no time target or no Helion quick run recorded yet, so {plan.seconds:g} s of search: "
+                      + ", ".join(rest))
+    return limits
+
+
 def run(options: ExperimentOptions, console: Any) -> None:
     """`autotune experiment run experiments/heldout`: --methods picks arms; strategies and seeds
     are the definition's (the runner's own command line sets them)."""
     plan = select(Plan(shipped=options.shipped, again=options.again), options.shapes, options.methods)
     plan = replace(plan, seconds=options.seconds or plan.seconds, budget=options.budget or plan.budget)
     execute(plan, options, console)
+
+
+def seconds_option(text: str) -> float | str:
+    """argparse's reading of `--seconds` (limits.parse_seconds)."""
+    try:
+        return parse_seconds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -496,7 +530,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--strategies", default=",".join(d.STRATEGIES))
     parser.add_argument("--seeds", default=",".join(map(str, d.SEEDS)))
     parser.add_argument("--helion-seeds", default=",".join(map(str, d.HELION_SEEDS)))
-    parser.add_argument("--seconds", type=float, default=d.SECONDS, help="per session, from its start")
+    parser.add_argument("--seconds", type=seconds_option, default=d.SECONDS,
+                        help=f"search time per session, from its start ({d.SECONDS:g}); '{TARGET}': the time each "
+                             "run's target allows at its shape, less the shortest set-up recorded (where a shape has "
+                             f"no time target or no Helion quick run yet, {d.SECONDS:g})")
     parser.add_argument("--budget", type=int, default=d.BUDGET, help="configs per session")
     parser.add_argument("--again", action="store_true", help="run recorded runs again")
     parser.add_argument("--deadline", type=positive_float, default=None, metavar="SECONDS",
@@ -509,7 +546,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     listed = (lambda text: tuple(x.strip() for x in text.split(",") if x.strip()))  # noqa: E731
     shipped = None if args.shipped.lower() in ("", "none") else Path(args.shipped)
     plan = select(Plan(strategies=listed(args.strategies), seeds=tuple(map(int, listed(args.seeds))),
-                       helion_seeds=tuple(map(int, listed(args.helion_seeds))), seconds=args.seconds,
+                       helion_seeds=tuple(map(int, listed(args.helion_seeds))),
+                       seconds=d.SECONDS if args.seconds == TARGET else args.seconds,
+                       limit_to_target=args.seconds == TARGET,
                        budget=args.budget, shipped=shipped, again=args.again), listed(args.shapes), listed(args.arms))
     args.db.parent.mkdir(parents=True, exist_ok=True)
     options = ExperimentOptions(folder=Path(__file__).parent, db=args.db, out=Path(__file__).parent / "report",
