@@ -431,7 +431,7 @@ def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_ho
     assert finals == pytest.approx(sorted(ms * RETIMED for ms in picked_ms))
     assert summary.helion_ms == pytest.approx(statistics.median(finals))
     assert summary.helion_wall_s == pytest.approx(statistics.median(walls))
-    verdict = analysis._time_target([summary], d.COLD, "pattern", d.COLD_WALL_SHARE, (problem,))
+    verdict = analysis._time_target([summary], d.COLD, "pattern", (problem,))
     (detail,) = verdict.details
     assert f"of {statistics.median(walls) * d.COLD_WALL_SHARE:.1f} s allowed" in detail
     assert "Helion quick 3 runs)" in detail

@@ -312,16 +312,16 @@ class Verdict:
         return any(mark in self.subject for mark in (EARLIER, EARLIER_SEEDS, "@"))
 
 
-def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share: float,
-                 declared: Sequence[Problem], where: str = "every softmax shape", subject: str = "") -> Verdict:
+def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, declared: Sequence[Problem],
+                 where: str = "every softmax shape", subject: str = "") -> Verdict:
     details, met_at, missed_at, missing = [], [], [], []
     for problem in declared:
         summary = next((s for s in summaries if s.problem == problem), None)
         mine = summary.arm(arm, strategy) if summary else None
-        if summary is None or mine is None or not mine.runs or summary.helion_wall_s is None:
+        allowed = allowed_s(summary, arm) if summary is not None else None
+        if mine is None or not mine.runs or allowed is None:
             missing.append(problem.shape)
             continue
-        allowed = summary.helion_wall_s * share
         took = mine.to_helion
         ok = took.median <= allowed
         (met_at if ok else missed_at).append(problem.shape)
@@ -329,7 +329,8 @@ def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, share
         details.append(f"{problem.shape}: {took.text()} s of {allowed:.1f} s allowed "
                        f"({sum(_reached(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time; "
                        f"Helion quick {references} run{'' if references == 1 else 's'}): {'met' if ok else 'not met'}")
-    target = f"within {d.WITHIN:.0%} of Helion quick at {where} in at most 1/{round(1 / share)} of its wall time"
+    target = (f"within {d.WITHIN:.0%} of Helion quick at {where} in at most 1/{round(1 / d.wall_share(arm))} of "
+              "its wall time")
     return Verdict(target, f"{arm} {strategy}{subject}", _status(missed_at, missing), details, met_at, missed_at,
                    missing)
 
@@ -356,31 +357,31 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
     def labels(arm: str) -> list[str]:  # the planned strategies, and every label the arm's runs carry
         return sorted({a.strategy for s in summaries for a in s.arms if a.arm == arm} | set(strategies))
 
-    result = [_time_target(summaries, d.COLD, s, d.COLD_WALL_SHARE, d.SOFTMAX) for s in labels(d.COLD)]
+    result = [_time_target(summaries, d.COLD, s, d.SOFTMAX) for s in labels(d.COLD)]
     # A strategy added after runs at some shapes is judged apart on the shapes declared after it.
     for strategy, shapes in d.JUDGED_AT.items():
         if strategy in strategies:
             judged = [p for p in d.SOFTMAX if p.shape in shapes]
-            result.append(_time_target(summaries, d.COLD, strategy, d.COLD_WALL_SHARE, judged,
+            result.append(_time_target(summaries, d.COLD, strategy, judged,
                                        where=f"each shape declared after {strategy}", subject=LATER_STRATEGY_SUBJECT))
     for arm in d.WARM_ARMS:
-        result += [_time_target(summaries, arm, s, d.WARM_WALL_SHARE, d.SOFTMAX) for s in labels(arm)]
+        result += [_time_target(summaries, arm, s, d.SOFTMAX) for s in labels(arm)]
         # Where the warm arms' present seeds are judged: shapes declared after their revision, but
         # not those a later revision of the arm's seeds was fitted on (the row rule's third).
         later_fit = d.FEW_ROWS_FITTED if arm == d.WARM_HEURISTIC else ()
         revised = [p for p in d.SOFTMAX if p.shape in d.REVISED_SHAPES and p.shape not in later_fit]
-        result += [_time_target(summaries, arm, s, d.WARM_WALL_SHARE, revised,
+        result += [_time_target(summaries, arm, s, revised,
                                 where="each shape declared after the warm seeds' revision"
                                 + (" and not fitted since" if later_fit else ""),
                                 subject=REVISED_SUBJECT) for s in strategies]
     # Where the cache source's change is judged: the shapes declared after it.
     changed = [p for p in d.SOFTMAX if p.shape in d.CACHE_SHAPES]
-    result += [_time_target(summaries, d.WARM_CACHE, s, d.WARM_WALL_SHARE, changed,
+    result += [_time_target(summaries, d.WARM_CACHE, s, changed,
                             where="each shape declared after the cache source's change", subject=CACHE_SUBJECT)
                for s in strategies]
     # Where the row rule's third revision (few long rows) is judged: the shapes declared after it.
     few_rows = [p for p in d.SOFTMAX if p.shape in d.FEW_ROWS_SHAPES]
-    result += [_time_target(summaries, d.WARM_HEURISTIC, s, d.WARM_WALL_SHARE, few_rows,
+    result += [_time_target(summaries, d.WARM_HEURISTIC, s, few_rows,
                             where="each shape declared after the row rule's third revision",
                             subject=FEW_ROWS_SUBJECT) for s in strategies]
     result.append(_seed_target(summaries, d.MATMUL, "matmul cells"))

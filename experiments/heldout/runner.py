@@ -474,7 +474,7 @@ def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
     sources = check_held_out(plan)
     times = job_times(db, plan.shipped)
     recorded = set() if plan.again else set(times)
-    limits = target_limits(plan, db, console) if plan.limit_to_target else None
+    limits = read_target_limits(plan, db, console) if plan.limit_to_target else None
     jobs = with_expected_times(plan_jobs(plan, recorded, sources, limits), times)
     if not plan.again:  # a Helion run whose search finished before its re-timing was cut: re-timed alone
         searches = finished_searches(db, plan.shipped)
@@ -486,12 +486,12 @@ def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
     return jobs
 
 
-def target_limits(plan: Plan, db: Path, console: Any) -> dict[tuple[Problem, str], TargetLimit]:
+def read_target_limits(plan: Plan, db: Path, console: Any) -> dict[tuple[Problem, str], TargetLimit]:
     """`--seconds target`: each (problem, arm)'s search limit from the recorded runs, said."""
     from .data import load_runs
-    from .limits import target_limits as read_limits
+    from .limits import target_limits
 
-    limits = read_limits(load_runs(db, plan.shipped), plan.problems, plan.arms)
+    limits = target_limits(load_runs(db, plan.shipped), plan.problems, plan.arms)
     for (problem, arm), limit in limits.items():
         console.print(f"{arm} at {problem.label}: {limit.seconds:.1f} s of search ({limit.allowed_s:.1f} s allowed "
                       f"from the job's start, less the shortest set-up recorded, {limit.set_up_s:.1f} s)")
