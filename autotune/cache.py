@@ -21,7 +21,7 @@ from autotune.cache_schema import SCHEMA as _SCHEMA  # noqa: F401 - tests build 
 from autotune.cache_schema import SCHEMA_VERSION, CacheError, check_schema, create_schema
 from autotune.cache_schema import transaction as _transaction
 from autotune.cache_layers import attach_shipped, create_views, read_only_uri, same_file
-from autotune.cache_merge import merge_into
+from autotune.cache_merge import merge_into, session_here
 from autotune.cache_guard import _refuse_if_forbidden
 from autotune.cache_rows import (  # noqa: F401 - params_* and samples_* are read through this module too
     _INSERT_NAMES, _RESULT_COLUMNS, _alias_row, _evaluation_values, _result, params_from_text, params_text,
@@ -302,6 +302,11 @@ class Cache:
                               source_columns, self._columns("sessions"), fork_divergent=fork_divergent)
         except sqlite3.DatabaseError as error:  # damage found only once the rows are read
             raise DamagedDatabase(str(error)) from None
+
+    def session_here(self, path: str | Path, source_id: int) -> int | None:
+        """This database's id of session `source_id` of the database at `path`, after `merge_from`
+        (why: a run recorded into a scratch copy must name the session its results now live in)."""
+        return session_here(self.db.conn, path, source_id, self._columns("sessions"))
 
     def record_alias(self, fingerprint: str, raw: Mapping[str, Any], candidate: Candidate) -> None:
         """Remember which normalised config a raw point became (replay needs this off the GPU)."""

@@ -68,6 +68,18 @@ def merge_into(conn: sqlite3.Connection, path: str | Path, target_columns: Mappi
     return counts
 
 
+def session_here(conn: sqlite3.Connection, path: str | Path, source_id: int, session_columns: list[str]) -> int | None:
+    """The id here of session `source_id` of the database at `path` once merged (the same
+    identity a merge matches on), or None where it is not here."""
+    listed = [c for c in session_columns if c != "id"]
+    conn.execute("ATTACH DATABASE ? AS other", (str(path),))
+    try:
+        row = conn.execute(f"SELECT {', '.join(listed)} FROM other.sessions WHERE id=?", (source_id,)).fetchone()
+        return None if row is None else _same_session(conn, dict(zip(listed, row)))
+    finally:
+        conn.execute("DETACH DATABASE other")
+
+
 # What makes a row of a session the same row in two copies of a database: evaluations are unique
 # per place in the search; a session measures each baseline once; a calibration is taken anew
 # each time the session is (re)started, so its time tells two apart.

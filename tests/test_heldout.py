@@ -667,19 +667,25 @@ def test_our_arms_measure_anew_and_warm_cache_records_apart_then_merges_home(tmp
     monkeypatch.setattr(runner, "_run", _fake_run(requests))
     problem = d.Problem("softmax-triton", "64x1000", "float16")
     db = tmp_path / "home.db"
-    runner.ArmJob(problem, d.COLD, "pattern", 2, 50, 30.0, None)(db)
+    cold_said = runner.ArmJob(problem, d.COLD, "pattern", 2, 50, 30.0, None)(db)
     cold = requests[-1]
     assert cold.db == db and cold.fresh and cold.seed_from == "default" and cold.seed == 2
     assert cold.timing_target_ms == d.TIMING_MS  # the study's, whatever the tool's default
     assert dict(cold.experiment)["arm"] == d.COLD and dict(cold.experiment)["job_started"] <= time.time()
-    runner.ArmJob(problem, d.WARM_CACHE, "pattern", 1, 50, 30.0, None, ("128x1000",))(db)
+    warm_said = runner.ArmJob(problem, d.WARM_CACHE, "pattern", 1, 50, 30.0, None, ("128x1000",))(db)
     warm = requests[-1]
     assert warm.db != db and not warm.db.exists() and warm.seed_from == "default,cache"
     home = Cache.open(db)
-    tags = [s["options"]["experiment"] for s in home.sessions()]
+    sessions = home.sessions()
     home.close()
+    tags = [s["options"]["experiment"] for s in sessions]
     assert [(t["arm"], t.get("cache_from"), t.get("seeds")) for t in tags] == [
         (d.WARM_CACHE, ["128x1000"], d.SEEDS_VERSION[d.WARM_CACHE]), (d.COLD, None, None)]
+    # Each job names its session as the home database numbers it: the scratch copy's first
+    # session is 1 too, which is the cold run's id here.
+    by_arm = {s["options"]["experiment"]["arm"]: s["id"] for s in sessions}
+    assert cold_said["session"] == by_arm[d.COLD] == 1
+    assert warm_said["session"] == by_arm[d.WARM_CACHE] == 2
 
 
 def test_a_problem_recorded_in_the_shipped_data_is_refused(tmp_path, triton_task):

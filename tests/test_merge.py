@@ -59,6 +59,9 @@ def test_merge_renumbers_sessions_keeps_every_row_and_is_idempotent(tmp_path, tr
         rows = cache.session_evaluations(merged["id"])
         assert len(rows) == merged["evaluations"] + merged["rebenchmarked"] and rows
         assert cache.integrity_ok()
+        # Each of the copy's sessions is found here under the id home gave it.
+        assert merged["id"] == 3 and cache.session_here(away, 2) == 3 and cache.session_here(away, 1) == 1
+        assert cache.session_here(away, 99) is None
     finally:
         cache.close()
 

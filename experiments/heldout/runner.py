@@ -278,16 +278,20 @@ def in_scratch(request: Any, db_path: Path) -> Any:
         return _run(request)
     with tempfile.TemporaryDirectory(prefix="heldout-") as folder:
         scratch = Path(folder) / "job.db"
+        outcome = None
         try:
-            return _run(replace(request, db=scratch))
+            outcome = _run(replace(request, db=scratch))
         finally:
             if scratch.exists():
                 checkpoint(scratch)
                 home = open_for_writing(db_path, request.shipped)
                 try:
                     home.merge_from(scratch)
+                    if outcome is not None:  # the session as `db_path` numbers it, not the scratch copy
+                        outcome = replace(outcome, session_id=home.session_here(scratch, outcome.session_id))
                 finally:
                     home.close()
+        return outcome
 
 
 Job = ArmJob | HelionQuickJob
