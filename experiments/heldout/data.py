@@ -24,6 +24,7 @@ from experiments.softmax_study.data import Start, best_origin, session_start
 
 from . import definition as d
 from .definition import Problem
+from .moves import MoveTally, tally_moves
 
 # Sessions that ended by their own limits; one interrupted (a deadline, Ctrl-C) or failed is
 # left out, and the runner runs it again.
@@ -80,6 +81,7 @@ class Run:
     seeds_tag: str | None = None  # a warm arm: the version of its seed source it recorded (definition.seeds_version)
     ended_by: str | None = None  # why its session ended: its search limit ('seconds'), the config budget, ...
     retimes_search_of: int | None = None  # Helion quick: the session whose search this one's pick re-times
+    moves: dict[str, MoveTally] = field(default_factory=dict)  # cold: its points by kind (moves.py)
 
     @property
     def key(self) -> Key:
@@ -399,6 +401,8 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
         run.curve = curve((r.created - job, r.result.objective) for r in ordered
                           if job is not None and r.created is not None)
         run.config_curve = curve((n, r.result.objective) for n, r in enumerate(ordered, start=1))
+        if run.arm == d.COLD:
+            run.moves = tally_moves(ordered)
     return run
 
 

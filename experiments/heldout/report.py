@@ -16,6 +16,7 @@ from typing import Any, Collection, Sequence
 from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions
 
+from .moves import cold_walks, moves_section
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, BudgetEnd, ProblemSummary, Verdict, budget_ends, headline, summarise, verdicts
@@ -42,7 +43,9 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     finished = {run.key for run in runs}
     ends = budget_ends(summaries)
     path.write_text(render(summaries, judged, options, figures, others,
-                           budget_section(summaries, ends) + unfinished_section(unfinished, finished)
+                           budget_section(summaries, ends)
+                           + moves_section(cold_walks(r for r in runs if r.problem in problems))
+                           + unfinished_section(unfinished, finished)
                            + superseded_section(again), again))
     (options.out / "results.json").write_text(
         json.dumps(as_json(summaries, judged, unfinished, finished, again, ends), indent=1))
