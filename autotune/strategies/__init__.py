@@ -19,6 +19,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "helion-pattern": ("autotune.strategies.helion_search", "HelionPatternSearch"),
     "pattern": ("autotune.strategies.pattern", "PatternSearch"),
     "pattern-ends": ("autotune.strategies.pattern_ends", "EndsPatternSearch"),
+    "pattern-focus": ("autotune.strategies.pattern_focus", "FocusPatternSearch"),
     "pattern-full": ("autotune.strategies.pattern_full", "FullPatternSearch"),
     "random": ("autotune.strategies.random_search", "RandomSearch"),
     "surrogate": ("autotune.strategies.surrogate", "SurrogateSearch"),

@@ -131,7 +131,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "`pattern-full` (the same walk, which also looks at the neighbours the draw left out before a path "
            f"stops) was written after that, so those {d.SOFTMAX_SHAPES.index(d.FULL_SHAPES[0])} shapes are fitted "
            f"for it, and {' and '.join(d.FULL_SHAPES)}, declared after it before anything was measured on them, "
-           "judge it."
+           "judge it. `pattern-full` then stopped at 4096x65536 on a centre that only two moves together leave "
+           "(16 warps and one load's eviction hint dropped), among many moves that change nothing; `pattern-focus` "
+           "(the same walk, whose exploration kicks draw their moves by how much each parameter's moves changed the "
+           f"time where the walk stopped) was written after that, so those {d.SOFTMAX_SHAPES.index(d.FOCUS_SHAPES[0])} "
+           f"shapes are fitted for it, and {' and '.join(d.FOCUS_SHAPES)}, declared after it before anything was "
+           "measured on them, judge it."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
