@@ -16,11 +16,11 @@ from typing import Any, Collection, Sequence
 from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions
 
-from .moves import cold_walks, moves_section
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, BudgetEnd, ProblemSummary, Verdict, budget_ends, headline, summarise, verdicts
 from .data import Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, standing, superseded
+from .moves import cold_walks, moves_section
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
