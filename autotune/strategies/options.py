@@ -115,6 +115,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "helion-pattern": _HELION,
     "pattern": _PATTERN,
     "pattern-ends": _PATTERN,
+    "pattern-focus": _PATTERN,
     "pattern-full": _PATTERN,
     "random": {"screen": Option(str, choices=("footprint",))},
     "surrogate": {"initial_points": Option(int, 2)},
