@@ -11,7 +11,7 @@ import math
 import pytest
 
 from autotune.strategies import get_strategy, strategy_source
-from autotune.strategies.pattern_focus import MIN_WEIGHT, FocusPatternSearch
+from autotune.strategies.pattern_focus import MAX_WEIGHT, MIN_WEIGHT, FocusPatternSearch
 from autotune.strategies.pattern_full import FullPatternSearch
 from autotune.types import Result, Status
 from conftest import walk_until_done
@@ -64,7 +64,7 @@ def test_weights_are_the_largest_change_each_parameter_s_measured_moves_made():
     space = trap_space()
     strategy = FocusPatternSearch(space, 0)
     centre = {**space.default, **TRAP}
-    assert set(strategy.weights(centre).values()) == {1.0}  # nothing measured: every parameter alike
+    assert len(set(strategy.weights(centre).values())) == 1  # nothing measured: every parameter alike
     # Measured: the warps, hint2 and chunk moves and one flag's; not hint1's nor the other flags'.
     measured = [p for p in space.neighbours(centre, 1) if space.changed(centre, p)[0] in ("warps", "hint2",
                                                                                           "chunk", "flag0")]
@@ -76,6 +76,16 @@ def test_weights_are_the_largest_change_each_parameter_s_measured_moves_made():
     assert weights["flag0"] == MIN_WEIGHT  # a change below the floor
     middle = sorted([math.log(1.08), math.log(1.09), math.log(1.04), math.log(1.0005)])[1:3]
     assert weights["hint1"] == weights["flag5"] == pytest.approx(sum(middle) / 2)  # unmeasured: the median
+
+
+def test_a_move_that_alone_makes_the_time_far_worse_weighs_no_more_than_the_cap():
+    space = trap_space()
+    strategy = FocusPatternSearch(space, 0)
+    centre = {**space.default, **TRAP, "chunk": 16384}  # one step up is 32768: 1.5 / 1.09 slower
+    strategy.tell([told(centre), *map(told, space.neighbours(centre, 1))])
+    weights = strategy.weights(centre)
+    assert math.log(1.5 / 1.09) > MAX_WEIGHT and weights["chunk"] == MAX_WEIGHT
+    assert weights["hint2"] == pytest.approx(math.log(1.04)) and math.log(1.04) < MAX_WEIGHT  # below: as measured
 
 
 def test_a_kick_moves_each_parameter_once_and_mostly_the_ones_that_matter():
