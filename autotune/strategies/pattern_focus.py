@@ -14,12 +14,12 @@ is how a kick draws its moves: each move takes a parameter not yet moved in that
 with a weight equal to how much that parameter's measured single moves at the kick's start
 changed the time (the largest |ln(t / t_start)|, at least `MIN_WEIGHT` and at most
 `MAX_WEIGHT`); a parameter none of whose moves there was measured gets the median weight of
-those that were.  The cap: a move that alone makes the time far worse (dropping the eviction
-hint that keeps a row in L2 cost ~50% there) is the least likely part of a two-move escape, and
-uncapped it took most of the kicks' draws.  A stopped path has
-had its whole neighbourhood measured (`pattern-full`'s stall look), so by the time kicks are
-drawn the weights are known.  Where no neighbour was measured every weight is equal, as for
-the plain kick.
+those that were.  Why the cap: a move that alone makes the time far worse (at the shape above,
+dropping the eviction hint that keeps a row in L2) is the least likely part of a two-move
+escape, and uncapped it took most of the kicks' draws.  A stopped path has had its whole
+neighbourhood measured (`pattern-full`'s stall look), so by the time kicks are drawn the
+weights are known.  Where no neighbour was measured every weight is equal, as for the plain
+kick.
 
 A strategy of its own for the reason `pattern-full` is: sessions record the source hash of
 their strategy's modules, and the held-out study judges each source apart.
