@@ -37,8 +37,9 @@ from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
 from experiments.heldout.report import as_json, helion_spread, in_short, superseded_section
-from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, JobTime, foreign_sessions, load_every_run, load_runs,
-                                      recorded_keys, run_key, standing, superseded, without_study)
+from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, JobTime, curve, foreign_sessions, load_every_run,
+                                      load_runs, recorded_keys, run_key, search_rows, standing, superseded,
+                                      without_study)
 from search_spaces.space import canonical_json
 
 HELDOUT_DIR = REPO / "experiments" / "heldout"
@@ -1119,6 +1120,23 @@ def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
     assert "Compile caches empty at the run's start: 2 of 2 runs." in text
     assert [r.early_setups for r in runs] == [True, False]  # as each session recorded it (seeds 1 and 2 here)
     assert "every compile worker set up at the evaluator's start: 1 of 2 (the others" in text
+
+
+def test_search_rows_are_the_rows_a_run_is_read_from_in_the_order_they_were_measured(tmp_path, monkeypatch):
+    """The report reads a run's rows apart from `load_runs` (`moves.py`): the same rows, in the
+    order its figures read them."""
+    monkeypatch.setattr(runner, "_run", _fake_run([]))
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    db = tmp_path / "home.db"
+    for seed in (1, 2):
+        runner.ArmJob(problem, d.COLD, "pattern", seed, 50, 30.0, None)(db)
+    runs = load_runs(db, None)
+    rows = search_rows(db, None, [r.session_id for r in runs])
+    for run in runs:
+        mine = rows[run.session_id]
+        assert len(mine) == run.searched and all(r.generation >= 0 for r in mine)
+        assert [r.created for r in mine] == sorted(r.created for r in mine)
+        assert curve((n, r.result.objective) for n, r in enumerate(mine, start=1)) == run.config_curve
 
 
 def test_warm_up_binds_each_kernel_once_at_a_shape_no_job_tunes(monkeypatch):

@@ -49,17 +49,19 @@ def test_distance_counts_a_parameter_one_side_lacks():
 
 def test_the_section_sums_the_cold_pattern_runs_of_current_sources_per_strategy():
     rows = [_row(0, {}, 10.0), _row(1, {"a": 1}, 8.0), _row(1, {name: 3 for name in NAMES}, 30.0)]
-    moves = tally_moves(rows)
+    asked: list[list[int]] = []
 
-    def run(arm: str, strategy: str) -> SimpleNamespace:
-        return SimpleNamespace(arm=arm, strategy=strategy, moves=moves)
+    def rows_of(session_ids: list[int]) -> dict[int, list[EvaluationRow]]:
+        asked.append(session_ids)
+        return {sid: rows for sid in session_ids}
 
-    runs = [run(d.COLD, "pattern-full"), run(d.COLD, "pattern-full"), run(d.WARM_CACHE, "pattern-full"),
-            run(d.COLD, "pattern (earlier version)"), run(d.COLD, "pattern@250ms"), run(d.COLD, "evolution")]
-    found = cold_walks(runs)
+    labels = [(d.COLD, "pattern-full"), (d.COLD, "pattern-full"), (d.WARM_CACHE, "pattern-full"),
+              (d.COLD, "pattern (earlier version)"), (d.COLD, "pattern@250ms"), (d.COLD, "evolution")]
+    runs = [SimpleNamespace(arm=arm, strategy=strategy, session_id=sid) for sid, (arm, strategy) in enumerate(labels)]
+    found = cold_walks(runs, rows_of)
     assert list(found) == ["pattern-full"]
     count, tallies = found["pattern-full"]
     assert count == 2 and tallies[NEAR].points == 2 and tallies[DRAW].points == 2 and tallies[DRAW].slow == 2
     lines = moves_section(found)
     assert "| cold pattern-full | 2 | random draw | 2 | 50% | 3 | 0 | 2 | 0 |" in lines
-    assert moves[NEAR].points == 1  # summing left each run's own tally as it was
+    assert asked == [[0, 1]]  # the rows of the summed runs alone, read once

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from . import definition as d
-from .data import EARLIER, EARLIER_SEEDS, Run, latest_per_seed_source
+from .data import EARLIER_SEEDS, Run, kept_apart, latest_per_seed_source
 from .definition import Problem
 
 NEVER = math.inf  # a run that never came within the target
@@ -309,7 +309,7 @@ class Verdict:
     @property
     def of_runs_kept_apart(self) -> bool:
         """A verdict on runs of an earlier strategy, of earlier seeds or under another timing target."""
-        return any(mark in self.subject for mark in (EARLIER, EARLIER_SEEDS, "@"))
+        return kept_apart(self.subject)
 
 
 def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, declared: Sequence[Problem],

@@ -24,7 +24,6 @@ from experiments.softmax_study.data import Start, best_origin, session_start
 
 from . import definition as d
 from .definition import Problem
-from .moves import MoveTally, tally_moves
 
 # Sessions that ended by their own limits; one interrupted (a deadline, Ctrl-C) or failed is
 # left out, and the runner runs it again.
@@ -81,7 +80,6 @@ class Run:
     seeds_tag: str | None = None  # a warm arm: the version of its seed source it recorded (definition.seeds_version)
     ended_by: str | None = None  # why its session ended: its search limit ('seconds'), the config budget, ...
     retimes_search_of: int | None = None  # Helion quick: the session whose search this one's pick re-times
-    moves: dict[str, MoveTally] = field(default_factory=dict)  # cold: its points by kind (moves.py)
 
     @property
     def key(self) -> Key:
@@ -171,6 +169,13 @@ EARLIER = " (earlier version)"  # the label of a run of a strategy whose source 
 # `definition.SEEDS_VERSION`: a mark of its own, so that it never shares a run's key with a run
 # that is earlier in its strategy instead (each key keeps one session, the latest).
 EARLIER_SEEDS = " (earlier seeds)"
+TIMING_MARK = "@"  # '@250ms': a run of our arms under another timing target than the study's
+
+
+def kept_apart(label: str) -> bool:
+    """Whether a strategy label (or a verdict's subject) names runs reported and judged apart: of
+    an earlier source, of earlier seeds, or under another timing target (`strategy_label`)."""
+    return any(mark in label for mark in (EARLIER, EARLIER_SEEDS, TIMING_MARK))
 
 
 def strategy_label(session: dict[str, Any]) -> str:
@@ -185,7 +190,7 @@ def strategy_label(session: dict[str, Any]) -> str:
         return strategy
     timing = session["options"]["timing_target_ms"]  # older records read as the target they ran under
     if timing != d.TIMING_MS:
-        strategy = f"{strategy}@{timing:g}ms"
+        strategy = f"{strategy}{TIMING_MARK}{timing:g}ms"
     if session["options"].get("strategy_source") != _current_source(tags.get("strategy", "?")):
         strategy += EARLIER
     problem = _problem(session)
@@ -401,8 +406,6 @@ def read_run(cache: Cache, session: dict[str, Any]) -> Run:
         run.curve = curve((r.created - job, r.result.objective) for r in ordered
                           if job is not None and r.created is not None)
         run.config_curve = curve((n, r.result.objective) for n, r in enumerate(ordered, start=1))
-        if run.arm == d.COLD:
-            run.moves = tally_moves(ordered)
     return run
 
 
@@ -441,6 +444,18 @@ def curve(points: Iterable[tuple[Any, float]]) -> list[tuple[Any, float]]:
             best = ms
             steps.append((t, ms))
     return steps
+
+
+def search_rows(db: Path, shipped: Path | None, session_ids: Iterable[int]) -> dict[int, list[EvaluationRow]]:
+    """Each session's search rows (generation 0 on: the final re-timing left out) in the order they
+    were measured, as `read_run` reads them; for figures only the report draws (`moves.py`), so
+    `load_runs`, which the runner calls too, does not."""
+    cache = open_for_reading(db, shipped)
+    try:
+        return {sid: _in_time_order([r for r in cache.session_evaluations(sid) if r.generation >= 0])
+                for sid in session_ids}
+    finally:
+        cache.close()
 
 
 def _in_time_order(rows: list[EvaluationRow]) -> list[EvaluationRow]:

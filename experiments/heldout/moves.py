@@ -23,12 +23,13 @@ the answer, so its moves say less about where a walk from the default finds its 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from autotune.cache import EvaluationRow
 from autotune.strategies.pattern import KICK_STEPS
 
 from . import definition as d
+from .data import kept_apart
 
 KINDS = ("step or kick", "random draw")
 GAIN = 0.005  # a new best counts when it beats the best so far by more than this (relative)
@@ -120,16 +121,18 @@ def moves_section(by_strategy: Mapping[str, tuple[int, Mapping[str, MoveTally]]]
     return lines + [""]
 
 
-def cold_walks(runs: Iterable[Any]) -> dict[str, tuple[int, dict[str, MoveTally]]]:
+def cold_walks(runs: Iterable[Any], rows_of: Callable[[list[int]], Mapping[int, Sequence[EvaluationRow]]]
+               ) -> dict[str, tuple[int, dict[str, MoveTally]]]:
     """The cold pattern-family runs' tallies, summed per strategy label (current sources only:
-    a label with a parenthesis or an '@' is an earlier version or another timing target)."""
+    `data.kept_apart` labels are runs of an earlier version or another timing target).
+    `rows_of` reads those runs' search rows in the order they were measured (`data.search_rows`)."""
+    walks = [run for run in runs if run.arm == d.COLD and run.strategy.startswith("pattern")
+             and not kept_apart(run.strategy)]
+    rows = rows_of([run.session_id for run in walks])
     found: dict[str, tuple[int, dict[str, MoveTally]]] = {}
-    for run in runs:
-        if run.arm != d.COLD or not run.strategy.startswith("pattern") or any(c in run.strategy for c in "(@") \
-                or not run.moves:
-            continue
+    for run in walks:
         count, tallies = found.setdefault(run.strategy, (0, {kind: MoveTally() for kind in KINDS}))
-        for kind, tally in run.moves.items():
+        for kind, tally in tally_moves(rows[run.session_id]).items():
             tallies[kind].add(tally)
         found[run.strategy] = (count + 1, tallies)
     return dict(sorted(found.items()))

@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Collection, Sequence
 
@@ -19,7 +20,8 @@ from autotune.experiment import ExperimentOptions
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, BudgetEnd, ProblemSummary, Verdict, budget_ends, headline, summarise, verdicts
-from .data import Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, standing, superseded
+from .data import (Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, search_rows, standing,
+                   superseded)
 from .moves import cold_walks, moves_section
 
 
@@ -44,7 +46,8 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     ends = budget_ends(summaries)
     path.write_text(render(summaries, judged, options, figures, others,
                            budget_section(summaries, ends)
-                           + moves_section(cold_walks(r for r in runs if r.problem in problems))
+                           + moves_section(cold_walks((r for r in runs if r.problem in problems),
+                                                      partial(search_rows, options.db, options.shipped)))
                            + unfinished_section(unfinished, finished)
                            + superseded_section(again), again))
     (options.out / "results.json").write_text(
