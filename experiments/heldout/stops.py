@@ -1,0 +1,127 @@
+"""Where the cold walks that stopped short stopped: their answer beside the best anyone found.
+
+Why this is read back: a pattern walk that ends more than `definition.WITHIN` over the best
+anyone found at its shape stopped on a centre no move it tried improved.  Which parameters
+separate that centre from the best says which moves the walk lacked.  One kind is read apart:
+a *swap*, two elements of one list parameter (the per-load eviction hints, say) whose values
+are exchanged between the two configs.  A single-parameter walk needs two moves for it, the
+first of which can be slower alone, so a walk can stop one swap away from a faster config.
+
+Only the cold arm's pattern-family runs of each strategy's current source are read (a warm
+run's seeds put it near the answer; `data.kept_apart` labels are earlier versions).  The
+configs compared are the runs' re-timed answers (`Run.final_params`) and the best answer
+anyone found at the problem (`ProblemSummary.best_params`).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import definition as d
+from .analysis import ProblemSummary
+from .data import Run, kept_apart
+
+ELEMENT = re.compile(r"^(?P<list>.+)\[(?P<index>\d+)\]$")  # how a space names one element of a list parameter
+_MISSING = object()
+
+
+@dataclass
+class StoppedShort:
+    """One cold run whose answer is more than WITHIN over the best anyone found at its problem."""
+
+    run: Run
+    best_ms: float
+    swaps: list[tuple[str, str]]  # element pairs whose values the two configs exchange
+    others: list[tuple[str, Any, Any]]  # (parameter, the run's value, the best's value) not in a swap
+
+    @property
+    def ratio(self) -> float:
+        return self.run.final_ms / self.best_ms
+
+    @property
+    def moves(self) -> int:
+        """Single-parameter moves from the run's answer to the best (a swap is two)."""
+        return 2 * len(self.swaps) + len(self.others)
+
+
+def differences(ours: Mapping[str, Any], best: Mapping[str, Any]) -> tuple[list[tuple[str, str]],
+                                                                          list[tuple[str, Any, Any]]]:
+    """The parameters whose values differ, as swaps within one list parameter (each element in at
+    most one, paired in index order) and the rest."""
+    differing = sorted(name for name in ours.keys() | best.keys()
+                       if ours.get(name, _MISSING) != best.get(name, _MISSING))
+    paired: set[str] = set()
+    swaps: list[tuple[str, str]] = []
+    for position, a in enumerate(differing):
+        if a in paired or not ELEMENT.match(a):
+            continue
+        for b in differing[position + 1:]:
+            if (b not in paired and _same_list(a, b) and a in ours and b in ours and a in best and b in best
+                    and ours[a] == best[b] and ours[b] == best[a]):
+                swaps.append((a, b))
+                paired.update((a, b))
+                break
+    others = [(name, ours.get(name), best.get(name)) for name in differing if name not in paired]
+    return swaps, others
+
+
+def _same_list(a: str, b: str) -> bool:
+    first, second = ELEMENT.match(a), ELEMENT.match(b)
+    return bool(first and second and first["list"] == second["list"])
+
+
+def stopped_short(summaries: Iterable[ProblemSummary], runs: Iterable[Run]) -> list[StoppedShort]:
+    """The cold pattern-family runs (current sources) that ended more than WITHIN over the best
+    anyone found at their problem, by problem then strategy then seed."""
+    by_problem = {s.problem: s for s in summaries}
+    found = []
+    for run in runs:
+        summary = by_problem.get(run.problem)
+        if (summary is None or run.arm != d.COLD or not run.strategy.startswith("pattern")
+                or kept_apart(run.strategy) or run.final_ms is None or run.final_params is None
+                or summary.best_ms is None or summary.best_params is None):
+            continue
+        if run.final_ms > summary.best_ms * (1 + d.WITHIN):
+            swaps, others = differences(run.final_params, summary.best_params)
+            found.append(StoppedShort(run, summary.best_ms, swaps, others))
+    order = {p: i for i, p in enumerate(d.PROBLEMS)}
+    return sorted(found, key=lambda s: (order.get(s.run.problem, len(order)), s.run.strategy, s.run.seed))
+
+
+def stops_section(stops: Sequence[StoppedShort]) -> list[str]:
+    """The report's section: one row per run that stopped short, and how many were a swap away."""
+    lines = ["## Where the cold walks that stopped short stopped", "",
+             f"Every cold pattern run (each strategy's current source) whose answer is more than {d.WITHIN:.0%} over "
+             "the best anyone found at its shape, with the parameters that separate its answer from that best. "
+             "**swaps** are two elements of one list parameter whose values the two configs exchange: a "
+             "single-parameter walk needs two moves for each (`experiments/heldout/stops.py`).", ""]
+    if not stops:
+        return lines + ["None.", ""]
+    with_swap = sum(1 for s in stops if s.swaps)
+    swap_alone = sum(1 for s in stops if s.swaps and not s.others)
+    apart = statistics.median(s.moves for s in stops)
+    lines += [f"{len(stops)} such runs: {with_swap} differ from the best by at least one swap, {swap_alone} by swaps "
+              f"alone; the median run is {apart:g} single-parameter moves from the best (a swap counts as two).", "",
+              "| shape | strategy | seed | session | answer / best | swaps | other differences (run → best) |",
+              "|---|---|---:|---:|---:|---|---|"]
+    for s in stops:
+        swaps = ", ".join(f"{a} ↔ {b}" for a, b in s.swaps) or "-"
+        others = ", ".join(f"{name}: {_show(ours)} → {_show(best)}" for name, ours, best in s.others) or "-"
+        lines.append(f"| {s.run.problem.shape} | {s.run.strategy} | {s.run.seed} | {s.run.session_id} | "
+                     f"{s.ratio:.3f} | {swaps} | {others} |")
+    return lines + [""]
+
+
+def stops_json(stops: Sequence[StoppedShort]) -> list[dict[str, Any]]:
+    """The section's rows for results.json."""
+    return [{"kernel": s.run.problem.kernel, "shape": s.run.problem.shape, "dtype": s.run.problem.dtype,
+             "strategy": s.run.strategy, "seed": s.run.seed, "session": s.run.session_id,
+             "final_ms": s.run.final_ms, "best_ms": s.best_ms, "swaps": [list(pair) for pair in s.swaps],
+             "others": [{"parameter": n, "run": r, "best": b} for n, r, b in s.others]} for s in stops]
+
+
+def _show(value: Any) -> str:
+    return "''" if value == "" else str(value)

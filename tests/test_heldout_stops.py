@@ -1,0 +1,67 @@
+"""The held-out report's section on where the cold walks that stopped short stopped."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from experiments.heldout import definition as d
+from experiments.heldout.stops import differences, stopped_short, stops_json, stops_section
+
+PROBLEM = d.SOFTMAX[0]
+BEST = {"hint[0]": "last", "hint[1]": "", "hint[2]": "first", "hint[3]": "", "num_warps": 16}
+
+
+def test_exchanged_elements_of_one_list_are_a_swap_and_the_rest_plain_differences():
+    ours = {"hint[0]": "last", "hint[1]": "first", "hint[2]": "", "hint[3]": "last", "num_warps": 32}
+    swaps, others = differences(ours, BEST)
+    assert swaps == [("hint[1]", "hint[2]")]
+    assert others == [("hint[3]", "last", ""), ("num_warps", 32, 16)]
+
+
+def test_each_element_is_in_one_swap_at_most_and_only_within_its_own_list():
+    ours = {"a[0]": 1, "a[1]": 2, "a[2]": 2, "b[0]": 2, "c": 1}
+    best = {"a[0]": 2, "a[1]": 1, "a[2]": 1, "b[0]": 1, "c": 2}
+    swaps, others = differences(ours, best)
+    assert swaps == [("a[0]", "a[1]")]  # a[2] would also pair with a[0]; b[0] is another list; c no list
+    assert [name for name, _, _ in others] == ["a[2]", "b[0]", "c"]
+
+
+def test_a_parameter_one_side_lacks_is_a_plain_difference_never_a_swap():
+    swaps, others = differences({"a[0]": 1, "a[1]": 2}, {"a[0]": 2})
+    assert swaps == [] and others == [("a[0]", 1, 2), ("a[1]", 2, None)]
+
+
+def _run(arm: str, strategy: str, seed: int, final_ms: float, params: dict) -> SimpleNamespace:
+    return SimpleNamespace(problem=PROBLEM, arm=arm, strategy=strategy, seed=seed, session_id=100 + seed,
+                           final_ms=final_ms, final_params=params)
+
+
+def test_only_cold_pattern_runs_of_current_sources_past_two_percent_are_read():
+    summary = SimpleNamespace(problem=PROBLEM, best_ms=1.0, best_params=BEST)
+    near = dict(BEST, num_warps=32)
+    runs = [_run(d.COLD, "pattern-full", 1, 1.0 * (1 + d.WITHIN) + 1e-6, near),  # just past: read
+            _run(d.COLD, "pattern-full", 2, 1.0 * (1 + d.WITHIN), near),  # within: not read
+            _run(d.WARM_CACHE, "pattern-full", 3, 1.5, near),  # a warm arm
+            _run(d.COLD, "evolution", 4, 1.5, near),  # not a pattern walk
+            _run(d.COLD, "pattern (earlier version)", 5, 1.5, near),  # an earlier source
+            _run(d.COLD, "pattern-ends", 6, None, None)]  # no answer
+    stops = stopped_short([summary], runs)
+    assert [(s.run.strategy, s.run.seed) for s in stops] == [("pattern-full", 1)]
+    assert stops[0].others == [("num_warps", 32, 16)] and stops[0].moves == 1
+
+
+def test_the_section_counts_runs_a_swap_away_and_their_distance():
+    summary = SimpleNamespace(problem=PROBLEM, best_ms=1.0, best_params=BEST)
+    swap_only = dict(BEST, **{"hint[1]": "first", "hint[2]": ""})
+    swap_and_more = dict(swap_only, num_warps=32)
+    other = dict(BEST, num_warps=8)
+    stops = stopped_short([summary], [_run(d.COLD, "pattern-full", s, 1.1, p)
+                                      for s, p in ((1, swap_only), (2, swap_and_more), (3, other))])
+    lines = stops_section(stops)
+    assert ("3 such runs: 2 differ from the best by at least one swap, 1 by swaps alone; the median run is 2 "
+            "single-parameter moves from the best (a swap counts as two).") in lines
+    assert f"| {PROBLEM.shape} | pattern-full | 2 | 102 | 1.100 | hint[1] ↔ hint[2] | num_warps: 32 → 16 |" in lines
+    rows = stops_json(stops)
+    assert rows[1]["swaps"] == [["hint[1]", "hint[2]"]] and rows[1]["others"] == [
+        {"parameter": "num_warps", "run": 32, "best": 16}]
+    assert stops_section([])[-2] == "None."
