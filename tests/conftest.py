@@ -20,6 +20,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+# The suite runs on two processes (pyproject: `-n 2`), and pytest-xdist starts each with
+# COLUMNS=80, which no plain run has: the CLI would then render its tables 80 columns wide and
+# cut their cells, as on a narrow terminal (autotune.cli.make_console).  Tests that want a
+# width set their own.
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("COLUMNS") == "80":
+    del os.environ["COLUMNS"]
 
 import torch  # noqa: E402
 
