@@ -50,7 +50,7 @@ class StoppedShort:
 def differences(ours: Mapping[str, Any], best: Mapping[str, Any]) -> tuple[list[tuple[str, str]],
                                                                           list[tuple[str, Any, Any]]]:
     """The parameters whose values differ, as swaps within one list parameter (each element in at
-    most one, paired in index order) and the rest."""
+    most one, paired in the order of their names) and the rest."""
     differing = sorted(name for name in ours.keys() | best.keys()
                        if ours.get(name, _MISSING) != best.get(name, _MISSING))
     paired: set[str] = set()
