@@ -80,11 +80,19 @@ FULL_SHAPES = ("2304x57344", "1408x110592")
 # changed the time where the walk stopped).  The nineteen are fitted for it; these two judge it:
 # many long rows, looped at the widths of the shape it stopped at (padded to 128K and 64K values).
 FOCUS_SHAPES = ("3072x81920", "5120x49152")
+# Declared after the cold runs at the twenty-one shapes above had shown every cold pattern run that
+# stopped short at 1792x81920, 3072x81920 and 8192x12345 staying in the flat program order where
+# the best ran persistent (the report's stops section), before anything was measured on them: that
+# led to the `pattern-orders` strategy (its first paths start one in each program order).  The
+# twenty-one are fitted for it; these two judge it: few long rows (padded to 128K values) and many
+# rows of an odd middle width.
+ORDERS_SHAPES = ("2560x90112", "7168x14000")
 # The shapes the third revision was fitted on: no longer held out for the warm-heuristic arm, so
 # the verdict on the shapes declared after the second revision leaves 1536x131072 out.
 FEW_ROWS_FITTED = ("2048x100000", "512x262144", "768x160000", "1536x131072", "1024x196608")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
-JUDGED_AT = {"pattern-ends": ENDS_SHAPES, "pattern-full": FULL_SHAPES, "pattern-focus": FOCUS_SHAPES}
+JUDGED_AT = {"pattern-ends": ENDS_SHAPES, "pattern-full": FULL_SHAPES, "pattern-focus": FOCUS_SHAPES,
+             "pattern-orders": ORDERS_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms): 4096x65536 and 2048x100000 (the row rule's second revision; the second
 # comes in with the rest of FEW_ROWS_FITTED, its third), three first matmul cells (the resident
@@ -95,7 +103,7 @@ SEEN_BY_REVISIONS = ("4096x65536", "32768x1024x1536", "65536x2048x1024", "16384x
                      "32768x1024x2048", "24576x1024x1792", "49152x1536x1280",
                      "32768x2048x1024") + FEW_ROWS_FITTED
 SOFTMAX_SHAPES = (FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
-                  + FULL_SHAPES + FOCUS_SHAPES)
+                  + FULL_SHAPES + FOCUS_SHAPES + ORDERS_SHAPES)
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -192,8 +200,9 @@ INTERRUPTED = "interrupted"
 
 # The framework's best on the recorded spaces (simulation reports), the pattern walk that also
 # looks at each parameter's far ends before a path stops, the one that also looks at the
-# neighbours its draw left out, and the one whose kicks move the parameters that matter (JUDGED_AT).
-STRATEGIES = ("pattern", "evolution", "pattern-ends", "pattern-full", "pattern-focus")
+# neighbours its draw left out, the one whose kicks move the parameters that matter, and the one
+# whose first paths start one in each program order (JUDGED_AT).
+STRATEGIES = ("pattern", "evolution", "pattern-ends", "pattern-full", "pattern-focus", "pattern-orders")
 SEEDS = (1, 2, 3)
 # Helion quick runs with the same seeds as our arms: its search is random, and its final time and
 # wall time both move from seed to seed, so a single run is a noisy reference for every target.
