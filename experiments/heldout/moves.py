@@ -23,7 +23,7 @@ the answer, so its moves say less about where a walk from the default finds its 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from autotune.cache import EvaluationRow
 from autotune.strategies.pattern import KICK_STEPS
@@ -57,9 +57,20 @@ class MoveTally:
 _MISSING = object()
 
 
+def _differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[str]:
+    """The parameters whose values differ (a parameter one side lacks counts as differing)."""
+    return (name for name in a.keys() | b.keys() if a.get(name, _MISSING) != b.get(name, _MISSING))
+
+
+def differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The parameters whose values differ, by name (`_differ`)."""
+    return sorted(_differ(a, b))
+
+
 def distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
-    """Parameters whose values differ (a parameter one side lacks counts as differing)."""
-    return sum(1 for name in a.keys() | b.keys() if a.get(name, _MISSING) != b.get(name, _MISSING))
+    """How many parameters' values differ (`_differ`); counted, not listed: the tally calls it for
+    every pair of a run's points."""
+    return sum(1 for _ in _differ(a, b))
 
 
 def tally_moves(rows: Sequence[EvaluationRow]) -> dict[str, MoveTally]:

@@ -23,9 +23,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import definition as d
 from .analysis import ProblemSummary
 from .data import Run, kept_apart
+from .moves import differing
 
 ELEMENT = re.compile(r"^(?P<list>.+)\[(?P<index>\d+)\]$")  # how a space names one element of a list parameter
-_MISSING = object()
 
 
 @dataclass
@@ -51,20 +51,19 @@ def differences(ours: Mapping[str, Any], best: Mapping[str, Any]) -> tuple[list[
                                                                           list[tuple[str, Any, Any]]]:
     """The parameters whose values differ, as swaps within one list parameter (each element in at
     most one, paired in the order of their names) and the rest."""
-    differing = sorted(name for name in ours.keys() | best.keys()
-                       if ours.get(name, _MISSING) != best.get(name, _MISSING))
+    names = differing(ours, best)
     paired: set[str] = set()
     swaps: list[tuple[str, str]] = []
-    for position, a in enumerate(differing):
+    for position, a in enumerate(names):
         if a in paired or not ELEMENT.match(a):
             continue
-        for b in differing[position + 1:]:
+        for b in names[position + 1:]:
             if (b not in paired and _same_list(a, b) and a in ours and b in ours and a in best and b in best
                     and ours[a] == best[b] and ours[b] == best[a]):
                 swaps.append((a, b))
                 paired.update((a, b))
                 break
-    others = [(name, ours.get(name), best.get(name)) for name in differing if name not in paired]
+    others = [(name, ours.get(name), best.get(name)) for name in names if name not in paired]
     return swaps, others
 
 
