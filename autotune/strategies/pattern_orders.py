@@ -14,15 +14,17 @@ is the first start: the best given point with each other value of `START_ACROSS`
 paths start from the fastest accurate point of each value, one path each, instead of from the
 best `copies` points.  Until all of them have stopped, each path keeps its value: it takes only
 the moves that leave the program order as it is, or the persistent path would step straight back
-to the faster flat order and merge with the flat path.  Restarts are `pattern-full`'s.  A space without the parameter (a Triton
-kernel's, say) is walked exactly as `pattern-full` walks it.  That costs one or two points at the
-start and a path or two per generation until they stop.
+to the faster flat order and merge with the flat path.  Restarts are `pattern-full`'s.  A space
+without the parameter (a Triton kernel's, say) is walked exactly as `pattern-full` walks it.
+That costs one or two points at the start and a path or two per generation until they stop.
 
 A strategy of its own for the reason `pattern-full` is: sessions record the source hash of
 their strategy's modules, and the held-out study judges each source apart.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from autotune.strategies.pattern_full import FullPatternSearch
 from autotune.types import Params
@@ -69,9 +71,9 @@ class OrdersPatternSearch(FullPatternSearch):
             return super()._fresh_centres()
         self._starting_across = False
         self._pinned = True
-        fastest: dict[str, Params] = {}
+        fastest: dict[Any, Params] = {}
         for params, _ in self._ranked():
-            fastest.setdefault(repr(params.get(START_ACROSS)), params)
+            fastest.setdefault(params[START_ACROSS], params)
         return list(fastest.values())
 
     def _neighbours(self, centre: Params) -> list[Params]:
