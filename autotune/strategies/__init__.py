@@ -21,6 +21,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "pattern-ends": ("autotune.strategies.pattern_ends", "EndsPatternSearch"),
     "pattern-focus": ("autotune.strategies.pattern_focus", "FocusPatternSearch"),
     "pattern-full": ("autotune.strategies.pattern_full", "FullPatternSearch"),
+    "pattern-lines": ("autotune.strategies.pattern_lines", "LinesPatternSearch"),
     "pattern-orders": ("autotune.strategies.pattern_orders", "OrdersPatternSearch"),
     "random": ("autotune.strategies.random_search", "RandomSearch"),
     "surrogate": ("autotune.strategies.surrogate", "SurrogateSearch"),

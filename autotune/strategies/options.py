@@ -117,6 +117,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "pattern-ends": _PATTERN,
     "pattern-focus": _PATTERN,
     "pattern-full": _PATTERN,
+    "pattern-lines": _PATTERN,
     "pattern-orders": _PATTERN,
     "random": {"screen": Option(str, choices=("footprint",))},
     "surrogate": {"initial_points": Option(int, 2)},

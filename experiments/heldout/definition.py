@@ -87,12 +87,21 @@ FOCUS_SHAPES = ("3072x81920", "5120x49152")
 # twenty-one are fitted for it; these two judge it: few long rows (padded to 128K values) and many
 # rows of an odd middle width.
 ORDERS_SHAPES = ("2560x90112", "7168x14000")
+# Declared after the cold runs at the twenty-three shapes above had shown, at 2560x90112, walks
+# standing at a chunk whose next value up tiles the row unevenly (slower) while the chunk two
+# doublings up was the best, and one walk spending its last generations on moves within the
+# timing noise, before anything was measured on them: that led to the `pattern-lines` strategy
+# (paths stop at the noise floor and look a few steps along each ordered parameter).  The
+# twenty-three are fitted for it; these two judge it: long rows that chunks of 16384 and 32768
+# tile unevenly (nine chunks of 8192), and many short rows of an odd width, where a walk's gains
+# come in small steps that the noise floor could cut short.
+LINES_SHAPES = ("3584x73728", "24576x5000")
 # The shapes the third revision was fitted on: no longer held out for the warm-heuristic arm, so
 # the verdict on the shapes declared after the second revision leaves 1536x131072 out.
 FEW_ROWS_FITTED = ("2048x100000", "512x262144", "768x160000", "1536x131072", "1024x196608")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES, "pattern-full": FULL_SHAPES, "pattern-focus": FOCUS_SHAPES,
-             "pattern-orders": ORDERS_SHAPES}
+             "pattern-orders": ORDERS_SHAPES, "pattern-lines": LINES_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms): 4096x65536 and 2048x100000 (the row rule's second revision; the second
 # comes in with the rest of FEW_ROWS_FITTED, its third), three first matmul cells (the resident
@@ -103,7 +112,7 @@ SEEN_BY_REVISIONS = ("4096x65536", "32768x1024x1536", "65536x2048x1024", "16384x
                      "32768x1024x2048", "24576x1024x1792", "49152x1536x1280",
                      "32768x2048x1024") + FEW_ROWS_FITTED
 SOFTMAX_SHAPES = (FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
-                  + FULL_SHAPES + FOCUS_SHAPES + ORDERS_SHAPES)
+                  + FULL_SHAPES + FOCUS_SHAPES + ORDERS_SHAPES + LINES_SHAPES)
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -200,9 +209,11 @@ INTERRUPTED = "interrupted"
 
 # The framework's best on the recorded spaces (simulation reports), the pattern walk that also
 # looks at each parameter's far ends before a path stops, the one that also looks at the
-# neighbours its draw left out, the one whose kicks move the parameters that matter, and the one
-# whose first paths start one in each program order (JUDGED_AT).
-STRATEGIES = ("pattern", "evolution", "pattern-ends", "pattern-full", "pattern-focus", "pattern-orders")
+# neighbours its draw left out, the one whose kicks move the parameters that matter, the one
+# whose first paths start one in each program order, and the one whose paths stop at the timing
+# noise and look a few steps along each ordered parameter (JUDGED_AT).
+STRATEGIES = ("pattern", "evolution", "pattern-ends", "pattern-full", "pattern-focus", "pattern-orders",
+              "pattern-lines")
 SEEDS = (1, 2, 3)
 # Helion quick runs with the same seeds as our arms: its search is random, and its final time and
 # wall time both move from seed to seed, so a single run is a noisy reference for every target.

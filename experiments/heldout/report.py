@@ -147,7 +147,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "the cold walks stopped); `pattern-orders` (the `pattern-full` walk whose first paths start one in each "
            f"program order) was written after that, so those {d.SOFTMAX_SHAPES.index(d.ORDERS_SHAPES[0])} shapes "
            f"are fitted for it, and {' and '.join(d.ORDERS_SHAPES)}, declared after it before anything was "
-           "measured on them, judge it."
+           "measured on them, judge it. At 2560x90112 the cold walks then stood at a chunk whose next value up "
+           "tiles the row unevenly and is slower, while the best ran the chunk two doublings up, and one walk spent "
+           "its last generations on moves within the timing noise; `pattern-lines` (the `pattern-orders` walk "
+           "whose paths stop at the noise floor and look a few steps along each ordered parameter) was written "
+           f"after that, so those {d.SOFTMAX_SHAPES.index(d.LINES_SHAPES[0])} shapes are fitted for it, and "
+           f"{' and '.join(d.LINES_SHAPES)}, declared after it before anything was measured on them, judge it."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
