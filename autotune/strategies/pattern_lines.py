@@ -17,7 +17,7 @@ at other long rows too: 6144x24576, 4096x65536, 3072x49152.
 The walk, its first paths (one in each program order) and its look before a path stops are
 `pattern-orders`', with two changes:
 1. A path moves only to a neighbour faster by more than `NOISE_FLOOR` (`min_improvement`, whose
-   default elsewhere is a tenth of this), so a path on a plateau stops and looks instead of
+   default elsewhere is a fifth of this), so a path on a plateau stops and looks instead of
    drifting on noise.
 2. The look before a path stops also takes each ordered parameter moved `radius + 1` to
    `LINE_REACH` steps either way from the centre (where the space's constraints allow), between
@@ -63,18 +63,9 @@ class LinesPatternSearch(OrdersPatternSearch):
 
     def line_moves(self, centre: Params) -> list[Params]:
         """`centre` with one ordered parameter moved `radius + 1` to `LINE_REACH` steps either way,
-        each that keeps it inside the space, nearest first."""
-        moves = []
-        for parameter in self.space.parameters:
-            if not parameter.ordered:
-                continue
-            values = parameter.values()
-            here = parameter.index_of(centre[parameter.name])
-            for steps in range(self.radius + 1, LINE_REACH + 1):
-                for index in (here - steps, here + steps):
-                    if not 0 <= index < len(values):
-                        continue
-                    candidate = self.space.ordered({**centre, parameter.name: values[index]})
-                    if not self.space.violations(candidate) and self.space.is_member(candidate):
-                        moves.append(candidate)
-        return moves
+        each that keeps it inside the space (the space's own neighbours at that reach, less the
+        nearer ones and the unordered parameters' moves, which do not depend on the reach)."""
+        near = {params_key(p) for p in self.space.neighbours(centre, self.radius)}
+        ordered = {p.name for p in self.space.parameters if p.ordered}
+        return [point for point in self.space.neighbours(centre, LINE_REACH)
+                if params_key(point) not in near and set(self.space.changed(centre, point)) <= ordered]
