@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from experiments.heldout import definition as d
-from experiments.heldout.stops import differences, stopped_short, stops_json, stops_section
+from experiments.heldout.stops import differences, steps_apart, stopped_short, stops_json, stops_section
+from search_spaces import Choice, PowerOfTwo, SearchSpace
 
 PROBLEM = d.SOFTMAX[0]
 BEST = {"hint[0]": "last", "hint[1]": "", "hint[2]": "first", "hint[3]": "", "num_warps": 16}
@@ -59,9 +60,47 @@ def test_the_section_counts_runs_a_swap_away_and_their_distance():
                                       for s, p in ((1, swap_only), (2, swap_and_more), (3, other))])
     lines = stops_section(stops)
     assert ("3 such runs: 2 differ from the best by at least one swap, 1 by swaps alone; the median run is 2 "
-            "single-parameter moves from the best (a swap counts as two).") in lines
-    assert f"| {PROBLEM.shape} | pattern-full | 2 | 102 | 1.100 | hint[1] ↔ hint[2] | num_warps: 32 → 16 |" in lines
+            "single-parameter moves from the best (a swap counts as two). 0 have an ordered parameter two to 3 "
+            "steps from the best's value (as far as `pattern-lines` looks before a path stops).") in lines
+    assert f"| {PROBLEM.shape} | pattern-full | 2 | 102 | 1.100 | hint[1] ↔ hint[2] | - | num_warps: 32 → 16 |" in lines
     rows = stops_json(stops)
     assert rows[1]["swaps"] == [["hint[1]", "hint[2]"]] and rows[1]["others"] == [
         {"parameter": "num_warps", "run": 32, "best": 16}]
     assert stops_section([])[-2] == "None."
+
+
+def _space() -> SearchSpace:
+    return SearchSpace(kernel="row", family="triton",
+                       parameters=(PowerOfTwo(name="chunk", low=1024, high=131072, default_value=4096),
+                                   PowerOfTwo(name="num_warps", low=1, high=32, default_value=4),
+                                   Choice(name="maxnreg", choices=(None, 32, 64, 128, 256), default_value=None)),
+                       default={"chunk": 4096, "num_warps": 4, "maxnreg": None})
+
+
+def test_ordered_parameters_two_or_more_steps_apart_are_read_from_the_space():
+    others = [("chunk", 8192, 32768), ("num_warps", 32, 16), ("maxnreg", 32, 256), ("gone", 1, 8),
+              ("chunk", 3000, 8192)]  # one step; unordered (values far apart in the list); not in the space; off range
+    assert steps_apart(_space(), others) == [("chunk", 2)]
+    assert steps_apart(None, others) == []
+
+
+def test_the_section_counts_runs_with_an_ordered_parameter_within_the_lines_reach():
+    best = {"chunk": 32768, "num_warps": 32, "maxnreg": None}
+    summary = SimpleNamespace(problem=PROBLEM, best_ms=1.0, best_params=best)
+    runs = [_run(d.COLD, "pattern-orders", 1, 1.16, dict(best, chunk=8192)),  # two doublings down
+            _run(d.COLD, "pattern-orders", 2, 1.10, dict(best, chunk=1024)),  # five: past the reach
+            _run(d.COLD, "pattern-orders", 3, 1.05, dict(best, num_warps=16))]  # one step
+    asked: list[list[int]] = []
+
+    def read_spaces(ids: list[int]) -> dict:
+        asked.append(ids)
+        return {sid: _space() for sid in ids}
+
+    stops = stopped_short([summary], runs, read_spaces)
+    assert asked == [[101, 102, 103]]  # once, for the runs that stopped short only
+    assert [s.far for s in stops] == [[("chunk", 2)], [("chunk", 5)], []]
+    lines = stops_section(stops)
+    assert any("1 have an ordered parameter two to 3 steps from the best's value" in line for line in lines)
+    assert f"| {PROBLEM.shape} | pattern-orders | 1 | 101 | 1.160 | - | chunk: 2 | chunk: 8192 → 32768 |" in lines
+    assert stops_json(stops)[0]["steps_apart"] == [{"parameter": "chunk", "steps": 2}]
+    assert stopped_short([summary], runs[:1])[0].far == []  # no spaces given: nothing read as ordered

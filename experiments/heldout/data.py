@@ -20,6 +20,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from autotune.cache import Cache, EvaluationRow
 from autotune.databases import open_for_reading
 from autotune.experiment import experiment_tags
+from search_spaces import SearchSpace
 from experiments.softmax_study.data import Start, best_origin, session_start
 
 from . import definition as d
@@ -454,6 +455,22 @@ def search_rows(db: Path, shipped: Path | None, session_ids: Iterable[int]) -> d
     try:
         return {sid: _in_time_order([r for r in cache.session_evaluations(sid) if r.generation >= 0])
                 for sid in session_ids}
+    finally:
+        cache.close()
+
+
+def session_spaces(db: Path, shipped: Path | None, session_ids: Iterable[int]) -> dict[int, SearchSpace]:
+    """Each session's recorded space (which parameters are ordered, and their values); for the
+    report's stops section only, like `search_rows`."""
+    cache = open_for_reading(db, shipped)
+    try:
+        spaces: dict[int, SearchSpace] = {}
+        for sid in session_ids:
+            session = cache.session(sid)
+            record = cache.get_space(session["space_fingerprint"]) if session else None
+            if record is not None:
+                spaces[sid] = record.space
+        return spaces
     finally:
         cache.close()
 

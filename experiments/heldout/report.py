@@ -20,8 +20,8 @@ from autotune.experiment import ExperimentOptions
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, BudgetEnd, ProblemSummary, Verdict, budget_ends, headline, summarise, verdicts
-from .data import (Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, search_rows, standing,
-                   superseded)
+from .data import (Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, search_rows, session_spaces,
+                   standing, superseded)
 from .moves import cold_walks, moves_section
 from .stops import StoppedShort, stopped_short, stops_json, stops_section
 
@@ -45,7 +45,7 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     again = [(run, by) for run, by in superseded(every_run) if run.problem in problems]
     finished = {run.key for run in runs}
     ends = budget_ends(summaries)
-    stops = stopped_short(summaries, runs)
+    stops = stopped_short(summaries, runs, partial(session_spaces, options.db, options.shipped))
     path.write_text(render(summaries, judged, options, figures, others,
                            budget_section(summaries, ends)
                            + moves_section(cold_walks((r for r in runs if r.problem in problems),

@@ -7,6 +7,11 @@ a *swap*, two elements of one list parameter (the per-load eviction hints, say) 
 are exchanged between the two configs.  A single-parameter walk needs two moves for it, the
 first of which can be slower alone, so a walk can stop one swap away from a faster config.
 
+A second kind is counted apart too: an ordered parameter (a block size, warps, stages) whose
+value in the run's answer lies two or more steps along its range from the best's.  A walk of
+single steps passes every value between, and one slower value there stops it; `pattern-lines`
+looks up to `LINE_REACH` steps along each ordered parameter before a path stops.
+
 Only the cold arm's pattern-family runs of each strategy's current source are read (a warm
 run's seeds put it near the answer; `data.kept_apart` labels are earlier versions).  The
 configs compared are the runs' re-timed answers (`Run.final_params`) and the best answer
@@ -17,8 +22,11 @@ from __future__ import annotations
 
 import re
 import statistics
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from autotune.strategies.pattern_lines import LINE_REACH
+from search_spaces import SearchSpace
 
 from . import definition as d
 from .analysis import ProblemSummary
@@ -36,6 +44,7 @@ class StoppedShort:
     best_ms: float
     swaps: list[tuple[str, str]]  # element pairs whose values the two configs exchange
     others: list[tuple[str, Any, Any]]  # (parameter, the run's value, the best's value) not in a swap
+    far: list[tuple[str, int]] = field(default_factory=list)  # ordered parameters 2+ steps apart: (name, steps)
 
     @property
     def ratio(self) -> float:
@@ -72,9 +81,30 @@ def _same_list(a: str, b: str) -> bool:
     return bool(first and second and first["list"] == second["list"])
 
 
-def stopped_short(summaries: Iterable[ProblemSummary], runs: Iterable[Run]) -> list[StoppedShort]:
+def steps_apart(space: SearchSpace | None, others: Iterable[tuple[str, Any, Any]]) -> list[tuple[str, int]]:
+    """The ordered parameters among `others` whose two values lie two or more steps apart along
+    the parameter's range in `space`, with how many."""
+    if space is None:
+        return []
+    far = []
+    for name, ours, best in others:
+        parameter = next((p for p in space.parameters if p.name == name), None)
+        if parameter is None or not parameter.ordered:
+            continue
+        try:
+            steps = abs(parameter.index_of(ours) - parameter.index_of(best))
+        except ValueError:  # a value outside the range (read from another space)
+            continue
+        if steps >= 2:
+            far.append((name, steps))
+    return far
+
+
+def stopped_short(summaries: Iterable[ProblemSummary], runs: Iterable[Run],
+                  read_spaces: Callable[[list[int]], Mapping[int, SearchSpace]] | None = None) -> list[StoppedShort]:
     """The cold pattern-family runs (current sources) that ended more than WITHIN over the best
-    anyone found at their problem, by problem then strategy then seed."""
+    anyone found at their problem, by problem then strategy then seed; `read_spaces` gives the
+    sessions' spaces (which parameters are ordered), read for these runs only."""
     by_problem = {s.problem: s for s in summaries}
     found = []
     for run in runs:
@@ -86,6 +116,9 @@ def stopped_short(summaries: Iterable[ProblemSummary], runs: Iterable[Run]) -> l
         if run.final_ms > summary.best_ms * (1 + d.WITHIN):
             swaps, others = differences(run.final_params, summary.best_params)
             found.append(StoppedShort(run, summary.best_ms, swaps, others))
+    spaces = read_spaces([s.run.session_id for s in found]) if read_spaces and found else {}
+    for stop in found:
+        stop.far = steps_apart(spaces.get(stop.run.session_id), stop.others)
     order = {p: i for i, p in enumerate(d.PROBLEMS)}
     return sorted(found, key=lambda s: (order.get(s.run.problem, len(order)), s.run.strategy, s.run.seed))
 
@@ -96,21 +129,28 @@ def stops_section(stops: Sequence[StoppedShort]) -> list[str]:
              f"Every cold pattern run (each strategy's current source) whose answer is more than {d.WITHIN:.0%} over "
              "the best anyone found at its shape, with the parameters that separate its answer from that best. "
              "**swaps** are two elements of one list parameter whose values the two configs exchange: a "
-             "single-parameter walk needs two moves for each (`experiments/heldout/stops.py`).", ""]
+             "single-parameter walk needs two moves for each. **steps apart** are ordered parameters (block sizes, "
+             "warps, stages) whose two values lie two or more steps apart along the parameter's range: a walk of "
+             "single steps passes every value between (`experiments/heldout/stops.py`).", ""]
     if not stops:
         return lines + ["None.", ""]
     with_swap = sum(1 for s in stops if s.swaps)
     swap_alone = sum(1 for s in stops if s.swaps and not s.others)
     apart = statistics.median(s.moves for s in stops)
+    within_reach = sum(1 for s in stops if any(steps <= LINE_REACH for _, steps in s.far))
     lines += [f"{len(stops)} such runs: {with_swap} differ from the best by at least one swap, {swap_alone} by swaps "
-              f"alone; the median run is {apart:g} single-parameter moves from the best (a swap counts as two).", "",
-              "| shape | strategy | seed | session | answer / best | swaps | other differences (run → best) |",
-              "|---|---|---:|---:|---:|---|---|"]
+              f"alone; the median run is {apart:g} single-parameter moves from the best (a swap counts as two). "
+              f"{within_reach} have an ordered parameter two to {LINE_REACH} steps from the best's value (as far as "
+              "`pattern-lines` looks before a path stops).", "",
+              "| shape | strategy | seed | session | answer / best | swaps | steps apart | "
+              "other differences (run → best) |",
+              "|---|---|---:|---:|---:|---|---|---|"]
     for s in stops:
         swaps = ", ".join(f"{a} ↔ {b}" for a, b in s.swaps) or "-"
+        far = ", ".join(f"{name}: {steps}" for name, steps in s.far) or "-"
         others = ", ".join(f"{name}: {_show(ours)} → {_show(best)}" for name, ours, best in s.others) or "-"
         lines.append(f"| {s.run.problem.shape} | {s.run.strategy} | {s.run.seed} | {s.run.session_id} | "
-                     f"{s.ratio:.3f} | {swaps} | {others} |")
+                     f"{s.ratio:.3f} | {swaps} | {far} | {others} |")
     return lines + [""]
 
 
@@ -119,7 +159,8 @@ def stops_json(stops: Sequence[StoppedShort]) -> list[dict[str, Any]]:
     return [{"kernel": s.run.problem.kernel, "shape": s.run.problem.shape, "dtype": s.run.problem.dtype,
              "strategy": s.run.strategy, "seed": s.run.seed, "session": s.run.session_id,
              "final_ms": s.run.final_ms, "best_ms": s.best_ms, "swaps": [list(pair) for pair in s.swaps],
-             "others": [{"parameter": n, "run": r, "best": b} for n, r, b in s.others]} for s in stops]
+             "others": [{"parameter": n, "run": r, "best": b} for n, r, b in s.others],
+             "steps_apart": [{"parameter": n, "steps": k} for n, k in s.far]} for s in stops]
 
 
 def _show(value: Any) -> str:
