@@ -20,8 +20,8 @@ from typing import Any, Iterable, Iterator, Sequence
 from autotune.cache import Cache, EvaluationRow
 from autotune.databases import open_for_reading
 from autotune.experiment import experiment_tags
-from search_spaces import SearchSpace
 from experiments.softmax_study.data import Start, best_origin, session_start
+from search_spaces import SearchSpace
 
 from . import definition as d
 from .definition import Problem
