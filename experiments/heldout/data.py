@@ -465,11 +465,17 @@ def session_spaces(db: Path, shipped: Path | None, session_ids: Iterable[int]) -
     cache = open_for_reading(db, shipped)
     try:
         spaces: dict[int, SearchSpace] = {}
+        by_fingerprint: dict[str, SearchSpace | None] = {}  # sessions share spaces: each is parsed once
         for sid in session_ids:
             session = cache.session(sid)
-            record = cache.get_space(session["space_fingerprint"]) if session else None
-            if record is not None:
-                spaces[sid] = record.space
+            if session is None:
+                continue
+            fingerprint = session["space_fingerprint"]
+            if fingerprint not in by_fingerprint:
+                record = cache.get_space(fingerprint)
+                by_fingerprint[fingerprint] = record.space if record else None
+            if by_fingerprint[fingerprint] is not None:
+                spaces[sid] = by_fingerprint[fingerprint]
         return spaces
     finally:
         cache.close()

@@ -88,9 +88,9 @@ def steps_apart(space: SearchSpace | None, others: Iterable[tuple[str, Any, Any]
         return []
     far = []
     for name, ours, best in others:
-        parameter = next((p for p in space.parameters if p.name == name), None)
-        if parameter is None or not parameter.ordered:
+        if name not in space.names or not space.parameter(name).ordered:
             continue
+        parameter = space.parameter(name)
         try:
             steps = abs(parameter.index_of(ours) - parameter.index_of(best))
         except ValueError:  # a value outside the range (read from another space)
