@@ -1,8 +1,11 @@
 """Where the cold walks that stopped short stopped: their answer beside the best anyone found.
 
 Why this is read back: a pattern walk that ends more than `definition.WITHIN` over the best
-anyone found at its shape stopped on a centre no move it tried improved.  Which parameters
-separate that centre from the best says which moves the walk lacked.  One kind is read apart:
+anyone found at its shape either stood on a centre no move it tried improved, or was still
+climbing when its search limit cut it.  The two call for different changes (more moves against a
+faster climb), so each run's last gain is read too: how far into its search its best so far
+first came within `moves.GAIN` of where it ended.  Which parameters separate its answer from the
+best says which moves the walk lacked.  One kind is read apart:
 a *swap*, two elements of one list parameter (the per-load eviction hints, say) whose values
 are exchanged between the two configs.  A single-parameter walk needs two moves for it, the
 first of which can be slower alone, so a walk can stop one swap away from a faster config.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -31,9 +35,14 @@ from search_spaces import SearchSpace
 from . import definition as d
 from .analysis import ProblemSummary
 from .data import Run, kept_apart
-from .moves import differing
+from .moves import GAIN, differing
 
 ELEMENT = re.compile(r"^(?P<list>.+)\[(?P<index>\d+)\]$")  # how a space names one element of a list parameter
+CLIMBING = 0.75  # a last gain this far into the search or later: still climbing when the search ended
+STOOD = 0.5  # a last gain before this share of the search: the run stood on its answer for the rest
+# why a session ended (`sessions.exit_reason`), in the section's words
+ENDINGS = {"seconds": "search limit", "budget": "config budget", "strategy finished": "walk ended",
+           "strategy exhausted": "walk ended"}
 
 
 @dataclass
@@ -45,6 +54,7 @@ class StoppedShort:
     swaps: list[tuple[str, str]]  # element pairs whose values the two configs exchange
     others: list[tuple[str, Any, Any]]  # (parameter, the run's value, the best's value) not in a swap
     far: list[tuple[str, int]] = field(default_factory=list)  # ordered parameters 2+ steps apart: (name, steps)
+    last_gain: float | None = None  # share of its search gone at its last gain (`last_gain`)
 
     @property
     def ratio(self) -> float:
@@ -81,6 +91,16 @@ def _same_list(a: str, b: str) -> bool:
     return bool(first and second and first["list"] == second["list"])
 
 
+def last_gain(curve: Sequence[tuple[float, float]], search_from: float | None, search_to: float | None) -> float | None:
+    """The share of the search (`search_from` to `search_to`, seconds from the job's start) that had
+    passed when the best so far in `curve` first came within GAIN of its last value; None unread."""
+    if not curve or search_from is None or search_to is None or search_to <= search_from:
+        return None
+    settled = curve[-1][1] * (1 + GAIN)
+    at = next(t for t, ms in curve if ms <= settled)
+    return min(1.0, max(0.0, (at - search_from) / (search_to - search_from)))
+
+
 def steps_apart(space: SearchSpace | None, others: Iterable[tuple[str, Any, Any]]) -> list[tuple[str, int]]:
     """The ordered parameters among `others` whose two values lie two or more steps apart along
     the parameter's range in `space`, with how many."""
@@ -115,7 +135,8 @@ def stopped_short(summaries: Iterable[ProblemSummary], runs: Iterable[Run],
             continue
         if run.final_ms > summary.best_ms * (1 + d.WITHIN):
             swaps, others = differences(run.final_params, summary.best_params)
-            found.append(StoppedShort(run, summary.best_ms, swaps, others))
+            found.append(StoppedShort(run, summary.best_ms, swaps, others,
+                                      last_gain=last_gain(run.curve, run.setup_s, run.wall_s)))
     spaces = read_spaces([s.run.session_id for s in found]) if read_spaces and found else {}
     for stop in found:
         stop.far = steps_apart(spaces.get(stop.run.session_id), stop.others)
@@ -124,14 +145,19 @@ def stopped_short(summaries: Iterable[ProblemSummary], runs: Iterable[Run],
 
 
 def stops_section(stops: Sequence[StoppedShort]) -> list[str]:
-    """The report's section: one row per run that stopped short, and how many were a swap away."""
+    """The report's section: one row per run that stopped short, how many were a swap or a few
+    steps away, and how many were still climbing when their search ended."""
     lines = ["## Where the cold walks that stopped short stopped", "",
              f"Every cold pattern run (each strategy's current source) whose answer is more than {d.WITHIN:.0%} over "
              "the best anyone found at its shape, with the parameters that separate its answer from that best. "
              "**swaps** are two elements of one list parameter whose values the two configs exchange: a "
              "single-parameter walk needs two moves for each. **steps apart** are ordered parameters (block sizes, "
              "warps, stages) whose two values lie two or more steps apart along the parameter's range: a walk of "
-             "single steps passes every value between (`experiments/heldout/stops.py`).", ""]
+             "single steps passes every value between. **ended by** is why the run's session ended (its search "
+             "limit, the config budget, or the walk itself); **last gain** the share of its search (from its evaluator "
+             f"ready to its last config measured) gone when its best so far first came within {GAIN:.1%} of where it "
+             "ended: late, the run was still climbing when it was cut; early, it stood on its answer for the rest "
+             "(`experiments/heldout/stops.py`).", ""]
     if not stops:
         return lines + ["None.", ""]
     with_swap = sum(1 for s in stops if s.swaps)
@@ -141,17 +167,38 @@ def stops_section(stops: Sequence[StoppedShort]) -> list[str]:
     lines += [f"{len(stops)} such runs: {with_swap} differ from the best by at least one swap, {swap_alone} by swaps "
               f"alone; the median run is {apart:g} single-parameter moves from the best (a swap counts as two). "
               f"{within_reach} have an ordered parameter two to {LINE_REACH} steps from the best's value (as far as "
-              "`pattern-lines` looks before a path stops).", "",
-              "| shape | strategy | seed | session | answer / best | swaps | steps apart | "
+              "`pattern-lines` looks before a path stops). " + _endings(stops), "",
+              "| shape | strategy | seed | session | answer / best | ended by | last gain | swaps | steps apart | "
               "other differences (run → best) |",
-              "|---|---|---:|---:|---:|---|---|---|"]
+              "|---|---|---:|---:|---:|---|---:|---|---|---|"]
     for s in stops:
         swaps = ", ".join(f"{a} ↔ {b}" for a, b in s.swaps) or "-"
         far = ", ".join(f"{name}: {steps}" for name, steps in s.far) or "-"
         others = ", ".join(f"{name}: {_show(ours)} → {_show(best)}" for name, ours, best in s.others) or "-"
         lines.append(f"| {s.run.problem.shape} | {s.run.strategy} | {s.run.seed} | {s.run.session_id} | "
-                     f"{s.ratio:.3f} | {swaps} | {far} | {others} |")
+                     f"{s.ratio:.3f} | {_ending(s.run.ended_by)} | {_share(s.last_gain)} | {swaps} | {far} | {others} |")
     return lines + [""]
+
+
+def _endings(stops: Sequence[StoppedShort]) -> str:
+    """How the runs ended, and how many were still climbing or had stood on their answer."""
+    phrases = {"search limit": "at their search limit", "config budget": "at the config budget",
+               "walk ended": "when the walk ended", "not recorded": "with no reason recorded"}
+    ended = Counter(_ending(s.run.ended_by) for s in stops)
+    how = ", ".join(f"{count} {phrases.get(reason, repr(reason))}" for reason, count in ended.most_common())
+    climbing = sum(1 for s in stops if s.last_gain is not None and s.last_gain >= CLIMBING)
+    stood = sum(1 for s in stops if s.last_gain is not None and s.last_gain < STOOD)
+    return (f"They ended {how}. {climbing} made their last gain in the last {1 - CLIMBING:.0%} of their search "
+            f"(still climbing when it ended), {stood} in its "
+            f"first {STOOD:.0%} (standing on their answer for the rest).")
+
+
+def _ending(reason: str | None) -> str:
+    return ENDINGS.get(reason or "", reason or "not recorded")
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def stops_json(stops: Sequence[StoppedShort]) -> list[dict[str, Any]]:
@@ -160,7 +207,8 @@ def stops_json(stops: Sequence[StoppedShort]) -> list[dict[str, Any]]:
              "strategy": s.run.strategy, "seed": s.run.seed, "session": s.run.session_id,
              "final_ms": s.run.final_ms, "best_ms": s.best_ms, "swaps": [list(pair) for pair in s.swaps],
              "others": [{"parameter": n, "run": r, "best": b} for n, r, b in s.others],
-             "steps_apart": [{"parameter": n, "steps": k} for n, k in s.far]} for s in stops]
+             "steps_apart": [{"parameter": n, "steps": k} for n, k in s.far],
+             "ended_by": s.run.ended_by, "last_gain": s.last_gain} for s in stops]
 
 
 def _show(value: Any) -> str:
