@@ -176,7 +176,8 @@ def stops_section(stops: Sequence[StoppedShort]) -> list[str]:
         far = ", ".join(f"{name}: {steps}" for name, steps in s.far) or "-"
         others = ", ".join(f"{name}: {_show(ours)} → {_show(best)}" for name, ours, best in s.others) or "-"
         lines.append(f"| {s.run.problem.shape} | {s.run.strategy} | {s.run.seed} | {s.run.session_id} | "
-                     f"{s.ratio:.3f} | {_ending(s.run.ended_by)} | {_share(s.last_gain)} | {swaps} | {far} | {others} |")
+                     f"{s.ratio:.3f} | {_ending(s.run.ended_by)} | {_share(s.last_gain)} | {swaps} | {far} | "
+                     f"{others} |")
     return lines + [""]
 
 
@@ -189,8 +190,8 @@ def _endings(stops: Sequence[StoppedShort]) -> str:
     climbing = sum(1 for s in stops if s.last_gain is not None and s.last_gain >= CLIMBING)
     stood = sum(1 for s in stops if s.last_gain is not None and s.last_gain < STOOD)
     return (f"They ended {how}. {climbing} made their last gain in the last {1 - CLIMBING:.0%} of their search "
-            f"(still climbing when it ended), {stood} in its "
-            f"first {STOOD:.0%} (standing on their answer for the rest).")
+            f"(still climbing when it ended), {stood} in its first {STOOD:.0%} (standing on their answer for the "
+            "rest).")
 
 
 def _ending(reason: str | None) -> str:
