@@ -33,8 +33,9 @@ HUB = Path(__file__).resolve().parents[1] / "data" / "benchmark_hub"
 SPACES = ("convolution_A100.json.gz", "convolution_A4000.json.gz", "dedispersion_A100.json.gz")
 KT_STRATEGIES = ("random_sample", "genetic_algorithm", "pso", "simulated_annealing", "greedy_ils", "diff_evo")
 # The pattern walks written after the held-out softmax study's misses are judged here too: no
-# pattern walk was fitted on these spaces.  `pattern-orders` is left out: these spaces have no
-# program order (`pid_type`), where it walks exactly as `pattern-full` does.
+# pattern walk was fitted on these spaces.  `pattern-orders` and `pattern-reach` are left out: these
+# spaces have no program order (`pid_type`), where they walk exactly as `pattern-full` and
+# `pattern-lines` do.
 OUR_STRATEGIES = ("random", "pattern", "tpe", "surrogate", "evolution", "pattern-ends", "pattern-full",
                   "pattern-focus", "pattern-lines")
 BUDGETS = (50, 100, 200)

@@ -119,6 +119,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "pattern-full": _PATTERN,
     "pattern-lines": _PATTERN,
     "pattern-orders": _PATTERN,
+    "pattern-reach": _PATTERN,
     "random": {"screen": Option(str, choices=("footprint",))},
     "surrogate": {"initial_points": Option(int, 2)},
     "tpe": _OPTUNA,

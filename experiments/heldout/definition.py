@@ -96,12 +96,21 @@ ORDERS_SHAPES = ("2560x90112", "7168x14000")
 # tile unevenly (nine chunks of 8192), and many short rows of an odd width, where a walk's gains
 # come in small steps that the noise floor could cut short.
 LINES_SHAPES = ("3584x73728", "24576x5000")
+# Declared after the cold runs at the twenty-five shapes above had shown most `pattern-lines` and
+# `pattern-orders` runs that stopped short at 1792x81920, 2560x90112 and 3584x73728 still climbing
+# when their search limit cut them, behind first generations that carry a path per program order,
+# while one-path walks stood at 2560x90112 a chunk two doublings below the best's (the report's
+# stops section), before anything was measured on them: that led to the `pattern-reach` strategy
+# (`pattern-lines`' floor and look on one first path).  The twenty-five are fitted for it; these
+# two judge it: few long rows that chunks from 8192 up tile unevenly (thirteen chunks of 8192),
+# and many rows of a middle width, seven chunks of 4096.
+REACH_SHAPES = ("2816x106496", "6656x28672")
 # The shapes the third revision was fitted on: no longer held out for the warm-heuristic arm, so
 # the verdict on the shapes declared after the second revision leaves 1536x131072 out.
 FEW_ROWS_FITTED = ("2048x100000", "512x262144", "768x160000", "1536x131072", "1024x196608")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES, "pattern-full": FULL_SHAPES, "pattern-focus": FOCUS_SHAPES,
-             "pattern-orders": ORDERS_SHAPES, "pattern-lines": LINES_SHAPES}
+             "pattern-orders": ORDERS_SHAPES, "pattern-lines": LINES_SHAPES, "pattern-reach": REACH_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms): 4096x65536 and 2048x100000 (the row rule's second revision; the second
 # comes in with the rest of FEW_ROWS_FITTED, its third), three first matmul cells (the resident
@@ -112,7 +121,7 @@ SEEN_BY_REVISIONS = ("4096x65536", "32768x1024x1536", "65536x2048x1024", "16384x
                      "32768x1024x2048", "24576x1024x1792", "49152x1536x1280",
                      "32768x2048x1024") + FEW_ROWS_FITTED
 SOFTMAX_SHAPES = (FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
-                  + FULL_SHAPES + FOCUS_SHAPES + ORDERS_SHAPES + LINES_SHAPES)
+                  + FULL_SHAPES + FOCUS_SHAPES + ORDERS_SHAPES + LINES_SHAPES + REACH_SHAPES)
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -210,10 +219,10 @@ INTERRUPTED = "interrupted"
 # The framework's best on the recorded spaces (simulation reports), the pattern walk that also
 # looks at each parameter's far ends before a path stops, the one that also looks at the
 # neighbours its draw left out, the one whose kicks move the parameters that matter, the one
-# whose first paths start one in each program order, and the one whose paths stop at the timing
-# noise and look a few steps along each ordered parameter (JUDGED_AT).
+# whose first paths start one in each program order, the one whose paths stop at the timing noise
+# and look a few steps along each ordered parameter, and that one on a single first path (JUDGED_AT).
 STRATEGIES = ("pattern", "evolution", "pattern-ends", "pattern-full", "pattern-focus", "pattern-orders",
-              "pattern-lines")
+              "pattern-lines", "pattern-reach")
 SEEDS = (1, 2, 3)
 # Helion quick runs with the same seeds as our arms: its search is random, and its final time and
 # wall time both move from seed to seed, so a single run is a noisy reference for every target.
