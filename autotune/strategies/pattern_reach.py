@@ -7,7 +7,7 @@ held-out report's stops section reads how far into its search each run's last ga
 nine `pattern-lines` runs that ended over 2% from the best (at those two shapes and 1792x81920),
 six were still climbing when their search limit cut them (last gain at 0.78-0.99 of their
 search), as were three `pattern-orders` runs (2560x90112, 3072x81920): nine of the twelve cold
-runs cut while climbing were of those two walks, which are 33 of the 249 cold pattern runs at the
+runs cut while climbing were of those two walks, which are 33 of the 229 cold pattern runs at the
 softmax shapes.  Both start one path in each program order, and until those paths stop each
 generation carries every path's neighbours: in their first six generations they measured twice
 as many points a generation as `pattern-full` (a mean of 29 against 14).  Meanwhile the one-path
