@@ -235,6 +235,14 @@ def walk_until_done(strategy: Any, start: Mapping[str, Any], time_ms: Any, limit
     return asked
 
 
+def walked_best_ms(cls: Any, seed: int, space: Any, time_ms: Any, **options: Any) -> float:
+    """The best time a pattern walk of class `cls` (no restarts) finds on `time_ms` from the
+    space's default, walked by `walk_until_done`."""
+    strategy = cls(space, seed, restarts=0, **options)
+    walk_until_done(strategy, space.default, time_ms, limit=400)
+    return strategy.best()[1].median_ms
+
+
 def valid_points(space: Any, fixed: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every point of a (small, declared) space that breaks none of its constraints; `fixed`
     holds some parameters at one value (those no constraint reads, to keep the product small)."""

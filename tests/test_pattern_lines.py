@@ -9,7 +9,7 @@ from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.options import check_options
 from autotune.strategies.pattern_lines import LINE_REACH, NOISE_FLOOR, LinesPatternSearch
 from autotune.strategies.pattern_orders import START_ACROSS, OrdersPatternSearch
-from conftest import walk_until_done
+from conftest import walk_until_done, walked_best_ms
 from search_spaces import Choice, Integer, PowerOfTwo, SearchSpace
 
 ORDERS = ("flat", "persistent_blocked")
@@ -31,17 +31,11 @@ def uneven_time(point: dict) -> float:
     return CHUNK_MS[point["chunk"]] + (0.2 if point[START_ACROSS] != "flat" else 0.0)
 
 
-def best_ms(cls, seed: int, space: SearchSpace, time_ms, **options) -> float:
-    strategy = cls(space, seed, restarts=0, **options)
-    walk_until_done(strategy, space.default, time_ms, limit=400)
-    return strategy.best()[1].median_ms
-
-
 def test_a_walk_that_stops_where_the_next_chunk_is_slower_finds_the_one_two_doublings_up():
     for seed in range(4):
-        assert best_ms(LinesPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[32768]
+        assert walked_best_ms(LinesPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[32768]
         # the far-end look of pattern-orders takes 1024 and the whole row, both slower: it stops at 8192
-        assert best_ms(OrdersPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[8192]
+        assert walked_best_ms(OrdersPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[8192]
 
 
 def test_line_moves_are_each_ordered_parameter_two_to_line_reach_steps_away_inside_its_range():

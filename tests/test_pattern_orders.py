@@ -8,7 +8,7 @@ from __future__ import annotations
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.pattern_full import FullPatternSearch
 from autotune.strategies.pattern_orders import START_ACROSS, OrdersPatternSearch
-from conftest import walk_until_done
+from conftest import walk_until_done, walked_best_ms
 from search_spaces import Choice, Integer, PowerOfTwo, SearchSpace
 
 ORDERS = ("flat", "persistent_blocked", "persistent_interleaved")
@@ -41,9 +41,7 @@ def two_basins_time(point: dict) -> float:
 
 
 def best_ms(cls, seed: int) -> float:
-    strategy = cls(two_basins(), seed, restarts=0)
-    walk_until_done(strategy, two_basins().default, two_basins_time, limit=400)
-    return strategy.best()[1].median_ms
+    return walked_best_ms(cls, seed, two_basins(), two_basins_time)
 
 
 def test_the_first_points_are_the_default_in_each_other_program_order():

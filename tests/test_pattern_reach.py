@@ -9,8 +9,8 @@ from autotune.strategies.pattern_full import FullPatternSearch
 from autotune.strategies.pattern_lines import NOISE_FLOOR, LinesPatternSearch
 from autotune.strategies.pattern_orders import START_ACROSS
 from autotune.strategies.pattern_reach import ReachPatternSearch
-from conftest import walk_until_done
-from test_pattern_lines import CHUNK_MS, best_ms, uneven_chunks, uneven_time
+from conftest import walk_until_done, walked_best_ms
+from test_pattern_lines import CHUNK_MS, uneven_chunks, uneven_time
 
 
 def test_the_first_points_are_the_default_s_neighbours_not_its_other_program_orders():
@@ -36,9 +36,9 @@ def test_its_first_start_is_one_path_where_pattern_lines_starts_one_in_each_prog
 
 def test_it_keeps_the_line_look_that_crosses_the_slower_chunk():
     for seed in range(4):
-        assert best_ms(ReachPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[32768]
+        assert walked_best_ms(ReachPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[32768]
         # pattern-full's walk without the lines stops at 8192, where the next chunk up is slower
-        assert best_ms(FullPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[8192]
+        assert walked_best_ms(FullPatternSearch, seed, uneven_chunks(), uneven_time) == CHUNK_MS[8192]
 
 
 def test_a_walk_to_the_same_answer_measures_fewer_points_than_pattern_lines():
