@@ -1048,6 +1048,22 @@ def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path):
                        shipped=None)
     assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
 
+def test_a_run_under_a_source_proven_to_ask_the_same_counts_as_todays(tmp_path, monkeypatch):
+    """A source declared in `lineage.PROVEN_SAME` against today's (a refactor whose recorded runs
+    re-ran identically) is not kept apart; the same run under an undeclared source is."""
+    from autotune.strategies import lineage
+
+    problem = d.Problem("softmax-triton", "64x1000", "float16")
+    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
+    db = tmp_path / "h.db"
+    cache = Cache.open(db, create=True)
+    _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p),
+            source="0" * 24)
+    cache.close()
+    assert recorded_keys(db, None) == {run_key(problem, d.COLD, "pattern" + EARLIER, 1)}
+    monkeypatch.setattr(lineage, "PROVEN_SAME", {"pattern": {strategy_source("pattern"): ("0" * 24,)}})
+    assert recorded_keys(db, None) == {run_key(problem, d.COLD, "pattern", 1)}
+
 
 def test_a_warm_run_seeded_by_an_earlier_seed_source_is_kept_apart_and_run_again(tmp_path):
     """Warm runs recorded before their seed source's last change (`definition.SEEDS_VERSION`) are

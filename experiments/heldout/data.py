@@ -13,13 +13,13 @@ import tempfile
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from autotune.cache import Cache, EvaluationRow
 from autotune.databases import open_for_reading
 from autotune.experiment import experiment_tags
+from autotune.strategies.lineage import same_source
 from experiments.softmax_study.data import Start, best_origin, session_start
 from search_spaces import SearchSpace
 
@@ -192,7 +192,7 @@ def strategy_label(session: dict[str, Any]) -> str:
     timing = session["options"]["timing_target_ms"]  # older records read as the target they ran under
     if timing != d.TIMING_MS:
         strategy = f"{strategy}{TIMING_MARK}{timing:g}ms"
-    if session["options"].get("strategy_source") != _current_source(tags.get("strategy", "?")):
+    if not same_source(tags.get("strategy", "?"), session["options"].get("strategy_source")):
         strategy += EARLIER
     problem = _problem(session)
     version = d.seeds_version(problem, arm)
@@ -209,16 +209,6 @@ def rule_seeds(session: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _problem(session: dict[str, Any]) -> Problem:
     return Problem(session["kernel"], "x".join(map(str, session["shape"])), session["dtype"])
-
-
-@lru_cache(maxsize=None)
-def _current_source(strategy: str) -> str | None:
-    from autotune.strategies import UnknownStrategy, strategy_source
-
-    try:
-        return strategy_source(strategy)
-    except UnknownStrategy:
-        return None
 
 
 @dataclass(frozen=True)

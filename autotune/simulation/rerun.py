@@ -1,0 +1,160 @@
+"""Re-run a recorded session's strategy against the session's own answers.
+
+Why: a session records the hash of its strategy's source, so a study can keep the runs of a
+changed strategy apart from those of the one it measures now.  A refactor that changes no
+proposal (a helper moved, a loop replaced by a shared one) changes the hash all the same.  This
+check says whether today's source asks, generation by generation, exactly what the recorded
+run asked when told the same results: if it does for every recorded run, those runs are runs
+of today's strategy too (`autotune.strategies.lineage` declares such sources the same).
+
+The re-run goes through the one session loop, with the strategy built as the original was (its
+name, seed, budget and options) on the recorded space, and an evaluator that answers from the
+session's own rows alone.  Generation 0 is given the recorded default and seeds.  It stops after
+the last recorded generation.  Every generation must ask the same new configs as the recorded
+one (a set: a GPU evaluator records them in the order they finish).  The last one may ask more,
+because the original's search limit could cut it short.  A config the session never measured
+answers `not_recorded`; the comparison then shows the difference.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.cache import Cache
+from autotune.errors import UserError
+from autotune.evaluators.replay import ReplayEvaluator
+from autotune.session import Session, SessionSettings, SilentReporter
+from autotune.simulation.oracle import Oracle
+from autotune.task import bind_recorded
+
+FORKED = "forked"
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """What re-running one recorded session asked, against what it recorded."""
+
+    session: int
+    strategy: str
+    source: str | None  # the strategy source hash the session recorded
+    generations: int  # recorded generations, the default's and seeds' (0) included
+    matched: int  # leading generations asked the same
+    difference: str | None  # the first generation that differs, in words; None: none did
+
+    @property
+    def same(self) -> bool:
+        return self.difference is None
+
+
+class _StopAfter(SilentReporter):
+    """Ends the re-run once the last recorded generation is told."""
+
+    class Reached(Exception):
+        pass
+
+    def __init__(self, last: int) -> None:
+        self.last = last
+
+    def generation_finished(self, summary: Any) -> None:
+        if summary.generation >= self.last:
+            raise self.Reached
+
+
+def recorded_generations(cache: Cache, session_id: int) -> dict[int, set[str]]:
+    """Generation -> the config keys a session recorded in it (its final re-timing left out)."""
+    asked: dict[int, set[str]] = defaultdict(set)
+    for row in cache.session_evaluations(session_id):
+        if row.generation >= 0:
+            asked[row.generation].add(row.candidate.key)
+    return dict(asked)
+
+
+def rerun_session(cache: Cache, session_id: int, strategy: str | None = None) -> Rerun:
+    """Re-run recorded session `session_id` with today's source of its strategy, or of
+    `strategy` (whether another walk would have asked the same).  One-line `UserError` for a
+    session that cannot be re-run."""
+    session = cache.session(session_id)
+    if session is None:
+        raise UserError(f"no session {session_id} in {cache.path}")
+    if session["mode"] == "replay":
+        raise UserError(f"session {session_id} was a replay: its strategy was offered only the recorded sample")
+    if session["exit_reason"] == FORKED:
+        raise UserError(f"session {session_id} is a fork kept by a merge: it lacks its first generations")
+    rows = [row for row in cache.session_evaluations(session_id) if row.generation >= 0]
+    if not rows:
+        raise UserError(f"session {session_id} recorded no evaluation")
+    record = cache.get_space(session["space_fingerprint"])
+    if record is None:
+        raise UserError(f"session {session_id}'s space is not in {cache.path}")
+    recorded = recorded_generations(cache, session_id)
+    last = max(recorded)
+    options = session["options"]
+    task = bind_recorded(_kernel(session), record, cache.aliases(record.fingerprint))
+    origins = cache.origins(session_id)
+    default_key = task.default_candidate().key
+    seeds = [(origins.get(row.candidate.key) or "seed", row.candidate.params)
+             for row in sorted(rows, key=lambda r: r.ordinal) if row.generation == 0 and row.candidate.key != default_key]
+    evaluator = ReplayEvaluator(Oracle.from_results({row.candidate.key: [row.result] for row in rows}), {},
+                                description=f"the answers session {session_id} recorded")
+    settings = SessionSettings(strategy=strategy or session["strategy"], seed=session["seed"] or 0, budget=session["budget"],
+                               seconds=None if session["budget"] else 1e9, fresh=True,
+                               generation_size=options.generation_size, mode="replay")
+    walk = _strategy(strategy or session["strategy"], session, task)
+    with tempfile.TemporaryDirectory(prefix="autotune-rerun-") as folder:
+        journal = Cache.open(Path(folder) / "rerun.db", create=True)
+        try:
+            loop = Session(task, evaluator, walk, settings, journal, reporter=_StopAfter(last),
+                           options=options, seeds=seeds)
+            try:
+                loop.run()
+            except _StopAfter.Reached:
+                pass
+            asked = recorded_generations(journal, loop.session_id)
+        finally:
+            journal.close()
+    return _compare(session, strategy or session["strategy"], recorded, asked)
+
+
+def sessions_of(cache: Cache, strategy: str, source: str | None = None) -> list[dict[str, Any]]:
+    """The recorded sessions of `strategy` that can be re-run (measured, not forks), oldest first;
+    with `source`, only those recorded under that source hash (or a prefix of it)."""
+    found = [s for s in cache.sessions(limit=cache.session_count())
+             if s["strategy"] == strategy and s["mode"] != "replay" and s["exit_reason"] != FORKED]
+    if source is not None:
+        found = [s for s in found if (s["options"].get("strategy_source") or "").startswith(source)]
+    return sorted(found, key=lambda s: s["id"])
+
+
+def _compare(session: dict[str, Any], strategy: str, recorded: dict[int, set[str]], asked: dict[int, set[str]]) -> Rerun:
+    last = max(recorded)
+    matched, difference = 0, None
+    for generation in range(last + 1):
+        want, got = recorded.get(generation, set()), asked.get(generation, set())
+        same = want <= got if generation == last else want == got
+        if not same:
+            difference = (f"generation {generation}: {len(want - got)} recorded config(s) not asked, "
+                          f"{len(got - want)} asked that the session did not record")
+            break
+        matched += 1
+    return Rerun(session=int(session["id"]), strategy=strategy,
+                 source=session["options"].get("strategy_source"), generations=last + 1, matched=matched,
+                 difference=difference)
+
+
+def _kernel(session: dict[str, Any]) -> Any:
+    """The session's kernel: where the session says it was loaded from, else a built-in by name."""
+    from autotune.kernel_loader import resolve_kernel
+
+    return resolve_kernel(session["options"].kernel_locator or session["kernel"])
+
+
+def _strategy(name: str, session: dict[str, Any], task: Any) -> Any:
+    from autotune.strategies import get_strategy
+    from autotune.strategies.options import check_options
+
+    options = check_options(name, dict(session["options"].strategy_options))
+    return get_strategy(name).from_task(task, seed=session["seed"] or 0, budget=session["budget"], **options)
