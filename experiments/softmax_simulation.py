@@ -38,8 +38,11 @@ SPACE_SETS = {
 # (NAME:KEY=VALUE:...): the pattern search as it was before it restarted when stalled is the
 # second, so the change is judged on these spaces (none of them was used to make it).  The pattern
 # walks written after the held-out study's misses follow: none was fitted on these spaces either.
+# A simulated run starts from random points, not from a given config, so the program-order starts
+# (`pattern-orders`, `pattern-lines`) never apply here: `pattern-orders` walks as `pattern-full`,
+# and `pattern-reach` as `pattern-lines`.
 STRATEGIES = ("random,pattern,pattern:explore=first:restarts=0,tpe,surrogate,evolution,"
-              "pattern-ends,pattern-full,pattern-focus,pattern-orders,pattern-lines")
+              "pattern-ends,pattern-full,pattern-focus,pattern-orders,pattern-lines,pattern-reach")
 SLOW = {"gp": 3}  # strategies too slow for every repeat: run this many repeats instead
 
 
