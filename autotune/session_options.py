@@ -40,6 +40,7 @@ class SessionOptions(Mapping):
     kernel_locator: str | None = None  # how the measuring processes (and --resume) find the kernel
     seed_from: str = "default"
     seeds: tuple[str, ...] = ()  # the origin of each seed, in order
+    seed_points: tuple[Mapping[str, Any], ...] = ()  # each seed's point as given (before normalising), in order
     grid: tuple[str, ...] = ()
     grid_sample: bool = False
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
@@ -99,7 +100,7 @@ class SessionOptions(Mapping):
             value = data[name]
             if name in _FACTORS:
                 value = math.inf if value is None else float(value)
-            elif name in ("seeds", "grid", "user_configs"):
+            elif name in ("seeds", "seed_points", "grid", "user_configs"):
                 value = tuple(value or ())
             values[name] = value
         extra = {k: v for k, v in data.items() if k not in known and k != "version"}

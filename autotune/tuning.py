@@ -204,7 +204,8 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         options = SessionOptions(
             db=str(request.db), shipped=str(request.shipped) if request.shipped else None, kernel_locator=spec.locator,
             seed_from=request.seed_from, grid=tuple(request.grid), grid_sample=request.grid_sample,
-            seeds=tuple(origin for origin, _ in seeds), heuristics=heuristic_provenance(task, sources).get("heuristics"),
+            seeds=tuple(origin for origin, _ in seeds), seed_points=tuple(dict(point) for _, point in seeds),
+            heuristics=heuristic_provenance(task, sources).get("heuristics"),
             strategy_options=dict(request.strategy_options), strategy_source=strategy_source(request.strategy),
             user_configs=tuple(p for _, p in user),
             timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,

@@ -91,6 +91,9 @@ def test_a_heuristic_seeded_session_records_where_its_seeds_came_from(tmp_path, 
     for seed in record["seeds"]:
         assert seed["rule"] == "row_reduction" and seed["reason"] and seed["constants"]
         assert seed["facts"][0]["extent"] == 50257 and seed["facts"][0]["rows"] == 1024
+    # each seed's point as given, in order, so `autotune rerun` can give them again exactly
+    assert len(options["seed_points"]) == len(options["seeds"])
+    assert all(seed["params"] in options["seed_points"] for seed in record["seeds"])
 
 
 @pytest.mark.parametrize("kernel, shape, dtype, picked", [

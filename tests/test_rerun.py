@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import sqlite3
 
@@ -10,10 +11,16 @@ import pytest
 from autotune.cache import Cache
 from autotune.databases import open_for_reading
 from autotune.errors import UserError
-from autotune.simulation.rerun import rerun_session, sessions_of
+from autotune.evaluators.fake import FakeEvaluator
+from autotune.session import Session, SessionSettings
+from autotune.session_options import SessionOptions
+from autotune.simulation import rerun
+from autotune.simulation.rerun import Rerun, rerun_session, sessions_of
+from autotune.strategies import get_strategy
 from autotune.strategies import lineage, strategy_source
 from autotune.strategies.pattern_full import FullPatternSearch
-from conftest import REPO, assert_one_line_error, record_fake_session, run_main
+from conftest import REPO, assert_one_line_error, hashed_cost, record_fake_session, run_main
+from search_spaces.space import params_key
 
 
 @pytest.fixture
@@ -85,6 +92,41 @@ def test_a_last_generation_cut_short_still_matches_but_a_middle_one_does_not(rec
         db.execute("DELETE FROM evaluations WHERE session_id = ? AND generation = ? AND ordinal = 0", (session, middle))
     result = _rerun(path, session)
     assert not result.same and result.matched == middle
+
+
+def test_seeds_are_given_again_as_the_session_was_given_them(helion_task, tmp_path):
+    """A seed whose point normalises to another one: the session records the point as given
+    (`seed_points`), and the re-run starts from it.  Without that record (older sessions) the
+    re-run gives the config it became, and a difference is marked inconclusive."""
+    rng = random.Random(5)
+    raw = next(p for p in (helion_task.space.sample(rng) for _ in range(500))
+               if params_key(helion_task.candidate(p).params) != params_key(p))
+    seed_key = helion_task.candidate(raw).key
+    path = tmp_path / "seeded.db"
+    db = Cache.open(path, create=True)
+    evaluator = FakeEvaluator(lambda p: 0.01 if helion_task.candidate(p).key == seed_key else 1 + hashed_cost(p))
+    session = Session(helion_task, evaluator, get_strategy("pattern-full")(helion_task.space, seed=1),
+                      SessionSettings("pattern-full", 1, 40, mode="gpu"), db,
+                      options=SessionOptions(seeds=("user",), seed_points=(raw,)), seeds=[("user", raw)]).run()
+    db.close()
+    result = _rerun(path, session.session_id)
+    assert result.same and result.seeds_recorded and result.conclusive
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE sessions SET options = json_remove(options, '$.seed_points')")
+    older = _rerun(path, session.session_id)
+    assert not older.seeds_recorded
+    assert older.conclusive == older.same
+
+
+def test_only_a_conclusive_difference_fails_the_command(recorded, capsys, monkeypatch):
+    path, session = recorded
+    answers = {"inconclusive": Rerun(session, "pattern-full", "abc", 5, 1, "generation 1: ...", seeds_recorded=False),
+               "conclusive": Rerun(session, "pattern-full", "abc", 5, 1, "generation 1: ...", seeds_recorded=True)}
+    for kind, answer in answers.items():
+        monkeypatch.setattr(rerun, "rerun_session", lambda *args, answer=answer: answer)
+        code, out, _ = run_main(["rerun", str(session), "--db", str(path)], capsys)
+        assert code == (1 if kind == "conclusive" else 0), out
+        assert ("inconclusive" in out) == (kind == "inconclusive")
 
 
 def test_sessions_that_cannot_be_rerun_are_refused_in_one_line(recorded):

@@ -6,7 +6,8 @@ each whether every generation asked the same configs.  With `--strategy` it re-r
 recorded session of that strategy (under `--source`, a recorded source hash or its prefix), grouped
 by the source each was recorded under: the proof that a refactor changed no proposal, which
 `autotune.strategies.lineage` then declares.  Reads the database only; exit status 1 if any
-session asked differently.
+session asked differently (a session recorded before sessions kept their seeds as given, whose
+seeds normalised to other points, is reported inconclusive instead).
 """
 
 from __future__ import annotations
@@ -52,15 +53,26 @@ def run(args: argparse.Namespace, console: Any) -> int:
         if not ids:
             raise UserError(f"no recorded session of {args.strategy}" + (f" under source {args.source}"
                                                                           if args.source else ""))
-        by_source: dict[str | None, list[bool]] = defaultdict(list)
+        by_source: dict[str | None, list[Any]] = defaultdict(list)
         for number, session_id in enumerate(ids, start=1):
             result = rerun_session(cache, session_id, args.as_strategy)
-            by_source[result.source].append(result.same)
-            verdict = "asked the same" if result.same else f"differs at {result.difference}"
+            by_source[result.source].append(result)
             console.print(f"[{number}/{len(ids)}] session {session_id} ({result.strategy}, recorded under source "
-                          f"{result.source}): {result.matched} of {result.generations} generations matched; {verdict}")
+                          f"{result.source}): {result.matched} of {result.generations} generations matched; "
+                          f"{_verdict(result)}")
     finally:
         cache.close()
-    for source, outcomes in by_source.items():
-        console.print(f"source {source}: {sum(outcomes)} of {len(outcomes)} session(s) asked the same")
-    return 0 if all(all(o) for o in by_source.values()) else 1
+    for source, results in by_source.items():
+        unproven = sum(not r.conclusive for r in results)
+        console.print(f"source {source}: {sum(r.same for r in results)} of {len(results)} session(s) asked the same"
+                      + (f"; {unproven} inconclusive (seeds not recorded as given)" if unproven else ""))
+    return 0 if all(r.same or not r.conclusive for results in by_source.values() for r in results) else 1
+
+
+def _verdict(result: Any) -> str:
+    if result.same:
+        return "asked the same"
+    if not result.conclusive:
+        return (f"differs at {result.difference}; inconclusive: the session did not record its seeds as given, "
+                "so they were given as the configs they became")
+    return f"differs at {result.difference}"

@@ -9,7 +9,8 @@ of today's strategy too (`autotune.strategies.lineage` declares such sources the
 
 The re-run goes through the one session loop, with the strategy built as the original was (its
 name, seed, budget and options) on the recorded space, and an evaluator that answers from the
-session's own rows alone.  Generation 0 is given the recorded default and seeds.  It stops after
+session's own rows alone.  Generation 0 is given the default and the seeds as the session was
+(a session recorded before `seed_points` gets its seeds' recorded configs: see `_seeds`).  It stops after
 the last recorded generation.  Every generation must ask the same new configs as the recorded
 one (a set: a GPU evaluator records them in the order they finish).  The last one may ask more,
 because the original's search limit could cut it short.  A config the session never measured
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,17 @@ class Rerun:
     generations: int  # recorded generations, the default's and seeds' (0) included
     matched: int  # leading generations asked the same
     difference: str | None  # the first generation that differs, in words; None: none did
+    seeds_recorded: bool = True  # the seeds were given as the session was given them (`_seeds`)
 
     @property
     def same(self) -> bool:
         return self.difference is None
+
+    @property
+    def conclusive(self) -> bool:
+        """Whether the re-run proves something: it asked the same, or differed from seeds given
+        exactly as the session's were."""
+        return self.same or self.seeds_recorded
 
 
 class _StopAfter(SilentReporter):
@@ -94,10 +102,7 @@ def rerun_session(cache: Cache, session_id: int, strategy: str | None = None) ->
     last = max(recorded)
     options = session["options"]
     task = bind_recorded(_kernel(session), record, cache.aliases(record.fingerprint))
-    origins = cache.origins(session_id)
-    default_key = task.default_candidate().key
-    seeds = [(origins.get(row.candidate.key) or "seed", row.candidate.params)
-             for row in sorted(rows, key=lambda r: r.ordinal) if row.generation == 0 and row.candidate.key != default_key]
+    seeds, seeds_recorded = _seeds(cache, session, task, rows)
     evaluator = ReplayEvaluator(Oracle.from_results({row.candidate.key: [row.result] for row in rows}), {},
                                 description=f"the answers session {session_id} recorded")
     settings = SessionSettings(strategy=strategy or session["strategy"], seed=session["seed"] or 0, budget=session["budget"],
@@ -116,7 +121,22 @@ def rerun_session(cache: Cache, session_id: int, strategy: str | None = None) ->
             asked = recorded_generations(journal, loop.session_id)
         finally:
             journal.close()
-    return _compare(session, strategy or session["strategy"], recorded, asked)
+    return replace(_compare(session, strategy or session["strategy"], recorded, asked), seeds_recorded=seeds_recorded)
+
+
+def _seeds(cache: Cache, session: dict[str, Any], task: Any, rows: list[Any]) -> tuple[list[tuple[str, Any]], bool]:
+    """The seeds the session was given, each as its point before normalising (recorded since
+    sessions recorded `seed_points`), and whether they are exactly those.  An older session's seeds
+    are given as the configs its generation 0 recorded: where a seed's point normalised to another
+    one, the strategy then starts from another point, and a difference says nothing either way."""
+    options = session["options"]
+    if options.seed_points and len(options.seed_points) == len(options.seeds):
+        return [(origin, dict(point)) for origin, point in zip(options.seeds, options.seed_points)], True
+    origins = cache.origins(session["id"])
+    default_key = task.default_candidate().key
+    given = [(origins.get(row.candidate.key) or "seed", row.candidate.params)
+             for row in sorted(rows, key=lambda r: r.ordinal) if row.generation == 0 and row.candidate.key != default_key]
+    return given, not given
 
 
 def sessions_of(cache: Cache, strategy: str, source: str | None = None) -> list[dict[str, Any]]:
