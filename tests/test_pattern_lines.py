@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.options import check_options
-from autotune.strategies.pattern_lines import LINE_REACH, NOISE_FLOOR, LinesPatternSearch
+from autotune.strategies.pattern_line_look import LINE_REACH, NOISE_FLOOR
+from autotune.strategies.pattern_lines import LinesPatternSearch
 from autotune.strategies.pattern_orders import START_ACROSS, OrdersPatternSearch
 from conftest import walk_until_done, walked_best_ms
 from search_spaces import Choice, Integer, PowerOfTwo, SearchSpace

@@ -6,7 +6,8 @@ from __future__ import annotations
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.options import check_options
 from autotune.strategies.pattern_full import FullPatternSearch
-from autotune.strategies.pattern_lines import NOISE_FLOOR, LinesPatternSearch
+from autotune.strategies.pattern_line_look import NOISE_FLOOR
+from autotune.strategies.pattern_lines import LinesPatternSearch
 from autotune.strategies.pattern_orders import START_ACROSS
 from autotune.strategies.pattern_reach import ReachPatternSearch
 from conftest import walk_until_done, walked_best_ms

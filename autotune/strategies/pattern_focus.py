@@ -50,8 +50,8 @@ class FocusPatternSearch(FullPatternSearch):
     def _kicks(self, start: Params, count: int) -> list[Params]:
         """Up to `count` new points `KICK_STEPS` moves from `start`, each move on a different
         parameter drawn by `weights`.  The loop is `PatternSearch._kicks`' with another move:
-        that method has no hook for one move, and adding one would change the source hash that
-        labels every recorded run of the walks built on it."""
+        that method has no hook for one move.  Adding one changes the source of every walk built
+        on it; `autotune rerun` can show it changes no proposal, and has not been run for it yet."""
         weights = self.weights(start)
         points: list[Params] = []
         taken: set[str] = set()

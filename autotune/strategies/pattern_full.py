@@ -21,7 +21,7 @@ of their strategy's modules, and the held-out study judges each source apart; a 
 
 from __future__ import annotations
 
-from autotune.strategies.pattern import PatternSearch
+from autotune.strategies.pattern import PatternSearch, _unique
 from autotune.strategies.pattern_ends import EndsPatternSearch
 from autotune.types import Params
 from search_spaces.space import params_key
@@ -39,10 +39,5 @@ class FullPatternSearch(EndsPatternSearch):
         """What a path looks at before it stops at `centre`: the neighbours the cap left out,
         then the far-end moves (`EndsPatternSearch.end_moves`), each once."""
         drawn = {params_key(p) for p in PatternSearch._neighbours(self, centre)}
-        moves, seen = [], set(drawn)
-        for point in self.space.neighbours(centre, self.radius) + EndsPatternSearch.end_moves(self, centre):
-            key = params_key(point)
-            if key not in seen:
-                seen.add(key)
-                moves.append(point)
-        return moves
+        looked = self.space.neighbours(centre, self.radius) + EndsPatternSearch.end_moves(self, centre)
+        return [point for point in _unique(looked) if params_key(point) not in drawn]

@@ -50,9 +50,9 @@ class OrdersPatternSearch(FullPatternSearch):
 
     def order_variants(self, point: Params) -> list[Params]:
         """`point` with each other value of START_ACROSS that the space allows, not yet measured."""
-        parameter = next((p for p in self.space.parameters if p.name == START_ACROSS), None)
-        if parameter is None:
+        if START_ACROSS not in self.space.names:
             return []
+        parameter = self.space.parameter(START_ACROSS)
         variants: list[Params] = []
         taken: set[str] = set()
         for value in parameter.values():

@@ -14,9 +14,9 @@ as many points a generation as `pattern-full` (a mean of 29 against 14).  Meanwh
 walks that stopped short at 2560x90112 (`pattern-ends` seeds 1 and 2) stood on their answer for
 the second half of their search, at a chunk two doublings below the best's: in the lines' reach.
 
-So this is `pattern-lines` (the noise floor, the look two and three steps along each ordered
-parameter) on `pattern-full`'s walk: the first start is the best given point alone, as in every
-walk before `pattern-orders`.  It gives up the program-order starts, which paid where the best
+So this is the noise floor and the look two and three steps along each ordered parameter
+(`pattern_line_look`) on `pattern-full`'s walk: the first start is the best given point alone,
+as in every walk before `pattern-orders`.  It gives up the program-order starts, which paid where the best
 ran persistent behind moves that are slower alone (1792x81920).
 
 A strategy of its own for the reason `pattern-full` is: sessions record the source hash of their
@@ -25,13 +25,8 @@ strategy's modules, and the held-out study judges each source apart.
 
 from __future__ import annotations
 
-from autotune.strategies.pattern_lines import LinesPatternSearch
-from autotune.types import Params
+from autotune.strategies.pattern_line_look import LineLookPatternSearch
 
 
-class ReachPatternSearch(LinesPatternSearch):
+class ReachPatternSearch(LineLookPatternSearch):
     name = "pattern-reach"
-
-    def order_variants(self, point: Params) -> list[Params]:
-        """None: the first paths start from the best given point alone, as `pattern-full`'s do."""
-        return []

@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from autotune.strategies.pattern_lines import LINE_REACH
+from autotune.strategies.pattern_line_look import LINE_REACH
 from search_spaces import SearchSpace
 
 from . import definition as d
