@@ -45,6 +45,7 @@ COMMANDS = {
     "merge": ["merge", "DB", "--into", "merged.db", "--create"],
     "compact": ["compact", "--db", "DB"],
     "simulate": ["simulate", "softmax-triton", "--shape", SHAPE, "--db", "DB", "--repeats", "1", "--budget", "2"],
+    "rerun": ["rerun", "1", "--db", "DB"],
     # Its report needs sessions of the study, which the recorded database has none of; its bad
     # input is tested in test_softmax_study.py.
     "experiment": ["experiment", "report", "experiments/softmax_study", "--db", "study.db"],

@@ -176,5 +176,8 @@ def _strategy(name: str, session: dict[str, Any], task: Any) -> Any:
     from autotune.strategies import get_strategy
     from autotune.strategies.options import check_options
 
-    options = check_options(name, dict(session["options"].strategy_options))
+    recorded = session["options"]
+    options = check_options(name, dict(recorded.strategy_options))
+    if name == "grid":  # as `autotune tune` builds it: the parameters listed and whether sampled
+        options.update(names=list(recorded.grid) or None, sample=recorded.grid_sample)
     return get_strategy(name).from_task(task, seed=session["seed"] or 0, budget=session["budget"], **options)
