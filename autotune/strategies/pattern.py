@@ -25,7 +25,7 @@ only where walking from what is known has stopped paying.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Callable
 
 from autotune.strategies.base import Observation, Strategy
 from autotune.types import Params
@@ -171,22 +171,32 @@ class PatternSearch(Strategy):
         return points
 
     def _kicks(self, start: Params, count: int) -> list[Params]:
-        """Points `KICK_STEPS` random single-parameter moves from `start`."""
+        """Up to `count` new points, each `KICK_STEPS` random moves (`_kick_move`) from `start`."""
+        move = self._kick_move(start)
         points: list[Params] = []
         taken: set[str] = set()
         for _ in range(count * 10):
             if len(points) >= count:
                 break
-            point = start
+            point, moved = start, set()
             for _step in range(KICK_STEPS):
-                options = self.space.neighbours(point, self.radius)
-                if not options:
+                step = move(point, moved)
+                if step is None:
                     break
-                point = self.rng.choice(options)
+                point = step
             if self._distance(point, start) > self.radius and self._new(point, taken):
                 taken.add(params_key(point))
                 points.append(point)
         return points
+
+    def _kick_move(self, start: Params) -> Callable[[Params, set[str]], Params | None]:
+        """How a kick from `start` takes one move: here a random neighbour of the point (None
+        where it has none).  `moved` holds the parameters the kick has moved so far, for walks
+        that draw moves otherwise (`pattern-focus`)."""
+        def move(point: Params, moved: set[str]) -> Params | None:
+            options = self.space.neighbours(point, self.radius)
+            return self.rng.choice(options) if options else None
+        return move
 
     def _neighbours(self, centre: Params) -> list[Params]:
         """The centre's neighbours, capped deterministically (the cap draw is seeded per centre)."""

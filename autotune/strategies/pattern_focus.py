@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 import statistics
 
-from autotune.strategies.pattern import KICK_STEPS
+from typing import Callable
+
 from autotune.strategies.pattern_full import FullPatternSearch
 from autotune.types import Params
-from search_spaces.space import params_key
 
 # A parameter whose moves changed nothing measurable keeps this weight (a relative change of
 # 0.1%: below timing noise), so a kick can still move it, rarely.
@@ -47,31 +47,20 @@ MAX_WEIGHT = math.log(1.10)
 class FocusPatternSearch(FullPatternSearch):
     name = "pattern-focus"
 
-    def _kicks(self, start: Params, count: int) -> list[Params]:
-        """Up to `count` new points `KICK_STEPS` moves from `start`, each move on a different
-        parameter drawn by `weights`.  The loop is `PatternSearch._kicks`' with another move:
-        that method has no hook for one move.  Adding one changes the source of every walk built
-        on it; `autotune rerun` can show it changes no proposal, and has not been run for it yet."""
+    def _kick_move(self, start: Params) -> Callable[[Params, set[str]], Params | None]:
+        """A kick's move from `start`: a parameter not yet moved in the kick, drawn by `weights`
+        at `start`, then one of the point's moves of it at random (None where none is left)."""
         weights = self.weights(start)
-        points: list[Params] = []
-        taken: set[str] = set()
-        for _ in range(count * 10):
-            if len(points) >= count:
-                break
-            point = start
-            moved: set[str] = set()
-            for _step in range(KICK_STEPS):
-                moves = self._moves_by_parameter(point, moved)
-                if not moves:
-                    break
-                names = sorted(moves)
-                name = self.rng.choices(names, weights=[weights[n] for n in names])[0]
-                point = self.rng.choice(moves[name])
-                moved.add(name)
-            if self._distance(point, start) > self.radius and self._new(point, taken):
-                taken.add(params_key(point))
-                points.append(point)
-        return points
+
+        def move(point: Params, moved: set[str]) -> Params | None:
+            moves = self._moves_by_parameter(point, moved)
+            if not moves:
+                return None
+            names = sorted(moves)
+            name = self.rng.choices(names, weights=[weights[n] for n in names])[0]
+            moved.add(name)
+            return self.rng.choice(moves[name])
+        return move
 
     def weights(self, start: Params) -> dict[str, float]:
         """Per parameter, how much its measured single moves at `start` changed the time."""
