@@ -1031,9 +1031,13 @@ def test_a_run_timed_under_another_target_is_kept_apart_and_run_again(tmp_path):
     assert run.strategy == "pattern@250ms"
 
 
-def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path):
+def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path, monkeypatch):
     """A run recorded by another version of the strategy's source (or before sessions recorded
-    it) is reported as '(earlier version)', and the study's run with today's strategy is planned."""
+    it) is reported as '(earlier version)', and the study's run with today's strategy is planned;
+    unless that source is declared in `lineage.PROVEN_SAME` against today's (a change whose
+    recorded runs re-ran identically): then it counts as today's and nothing is planned."""
+    from autotune.strategies import lineage
+
     problem = d.Problem("softmax-triton", "64x1000", "float16")
     task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
     db = tmp_path / "h.db"
@@ -1047,22 +1051,10 @@ def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path):
     plan = runner.Plan(problems=(problem,), arms=(d.COLD,), strategies=("pattern", "evolution"), seeds=(1,),
                        shipped=None)
     assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
-
-def test_a_run_under_a_source_proven_to_ask_the_same_counts_as_todays(tmp_path, monkeypatch):
-    """A source declared in `lineage.PROVEN_SAME` against today's (a refactor whose recorded runs
-    re-ran identically) is not kept apart; the same run under an undeclared source is."""
-    from autotune.strategies import lineage
-
-    problem = d.Problem("softmax-triton", "64x1000", "float16")
-    task = bind_live(get_kernel(problem.kernel), problem.dims, torch.float16, "cpu")
-    db = tmp_path / "h.db"
-    cache = Cache.open(db, create=True)
-    _record(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=lambda p: 1.0 + hashed_cost(p),
-            source="0" * 24)
-    cache.close()
-    assert recorded_keys(db, None) == {run_key(problem, d.COLD, "pattern" + EARLIER, 1)}
     monkeypatch.setattr(lineage, "PROVEN_SAME", {"pattern": {strategy_source("pattern"): ("0" * 24,)}})
-    assert recorded_keys(db, None) == {run_key(problem, d.COLD, "pattern", 1)}
+    recorded = recorded_keys(db, None)
+    assert recorded == {run_key(problem, d.COLD, "pattern", 1), run_key(problem, d.COLD, "evolution", 1)}
+    assert runner.plan_jobs(plan, recorded) == []
 
 
 def test_a_warm_run_seeded_by_an_earlier_seed_source_is_kept_apart_and_run_again(tmp_path):
