@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 
 from autotune.cache import Cache
+from autotune.cache_merge import FORKED
 from autotune.databases import open_for_reading
 from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
@@ -133,6 +134,10 @@ def test_sessions_that_cannot_be_rerun_are_refused_in_one_line(recorded):
     path, session = recorded
     with pytest.raises(UserError, match="no session 999"):
         _rerun(path, 999)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE sessions SET exit_reason = ? WHERE id = ?", (FORKED, session))
+    with pytest.raises(UserError, match="is a fork kept by a merge"):
+        _rerun(path, session)
     with sqlite3.connect(path) as db:
         db.execute("UPDATE sessions SET mode = 'replay' WHERE id = ?", (session,))
     with pytest.raises(UserError, match="was a replay"):

@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from autotune.cache import Cache
+from autotune.cache_merge import FORKED
 from autotune.errors import UserError
 from autotune.evaluators.replay import ReplayEvaluator
 from autotune.session import Session, SessionSettings, SilentReporter
 from autotune.simulation.oracle import Oracle
 from autotune.task import bind_recorded
-
-FORKED = "forked"
 
 
 @dataclass(frozen=True)
@@ -72,10 +71,10 @@ class _StopAfter(SilentReporter):
             raise self.Reached
 
 
-def recorded_generations(cache: Cache, session_id: int) -> dict[int, set[str]]:
-    """Generation -> the config keys a session recorded in it (its final re-timing left out)."""
+def by_generation(rows: list[Any]) -> dict[int, set[str]]:
+    """Generation -> the config keys of a session's rows in it (its final re-timing left out)."""
     asked: dict[int, set[str]] = defaultdict(set)
-    for row in cache.session_evaluations(session_id):
+    for row in rows:
         if row.generation >= 0:
             asked[row.generation].add(row.candidate.key)
     return dict(asked)
@@ -98,30 +97,30 @@ def rerun_session(cache: Cache, session_id: int, strategy: str | None = None) ->
     record = cache.get_space(session["space_fingerprint"])
     if record is None:
         raise UserError(f"session {session_id}'s space is not in {cache.path}")
-    recorded = recorded_generations(cache, session_id)
-    last = max(recorded)
+    recorded = by_generation(rows)
+    name = strategy or session["strategy"]
     options = session["options"]
     task = bind_recorded(_kernel(session), record, cache.aliases(record.fingerprint))
     seeds, seeds_recorded = _seeds(cache, session, task, rows)
     evaluator = ReplayEvaluator(Oracle.from_results({row.candidate.key: [row.result] for row in rows}), {},
                                 description=f"the answers session {session_id} recorded")
-    settings = SessionSettings(strategy=strategy or session["strategy"], seed=session["seed"] or 0, budget=session["budget"],
+    settings = SessionSettings(strategy=name, seed=session["seed"] or 0, budget=session["budget"],
                                seconds=None if session["budget"] else 1e9, fresh=True,
                                generation_size=options.generation_size, mode="replay")
-    walk = _strategy(strategy or session["strategy"], session, task)
+    walk = _strategy(name, session, task)
     with tempfile.TemporaryDirectory(prefix="autotune-rerun-") as folder:
         journal = Cache.open(Path(folder) / "rerun.db", create=True)
         try:
-            loop = Session(task, evaluator, walk, settings, journal, reporter=_StopAfter(last),
+            loop = Session(task, evaluator, walk, settings, journal, reporter=_StopAfter(max(recorded)),
                            options=options, seeds=seeds)
             try:
                 loop.run()
             except _StopAfter.Reached:
                 pass
-            asked = recorded_generations(journal, loop.session_id)
+            asked = by_generation(journal.session_evaluations(loop.session_id))
         finally:
             journal.close()
-    return replace(_compare(session, strategy or session["strategy"], recorded, asked), seeds_recorded=seeds_recorded)
+    return replace(_compare(session, name, recorded, asked), seeds_recorded=seeds_recorded)
 
 
 def _seeds(cache: Cache, session: dict[str, Any], task: Any, rows: list[Any]) -> tuple[list[tuple[str, Any]], bool]:
