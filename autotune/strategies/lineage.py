@@ -5,7 +5,8 @@ runs of a changed strategy apart.  A change that moves code without changing one
 helper shared, a piece given its own module) changes the hash all the same.  The earlier sources
 declared here are those whose every recorded session today's source re-ran and asked the same,
 generation by generation (`autotune rerun --strategy NAME --source HASH`,
-`autotune.simulation.rerun`): their runs count as runs of today's strategy.
+`autotune.simulation.rerun`), save sessions it could not give their seeds exactly (reported
+inconclusive, never different): their runs count as runs of today's strategy.
 
 Each declaration is keyed by the present source it was proven against, so it lapses by itself
 at the strategy's next change; a later proof lists every source it covers.
