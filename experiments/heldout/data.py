@@ -88,9 +88,7 @@ class Run:
 
     def time_to(self, target_ms: float | None) -> float | None:
         """Seconds from the job's start until the best so far was at or under `target_ms`."""
-        if target_ms is None:
-            return None
-        return next((t for t, ms in self.curve if ms <= target_ms), None)
+        return time_to(self.curve, target_ms)
 
     def configs_to(self, target_ms: float | None) -> int | None:
         """Configs measured until the best so far was at or under `target_ms`."""
@@ -104,6 +102,13 @@ class Run:
         searched = self.wall_s - self.setup_s if self.wall_s is not None and self.setup_s is not None else None
         configs = self.helion_configs if self.helion_configs is not None else self.searched
         return configs / searched if searched and searched > 0 and configs else None
+
+
+def time_to(curve: Iterable[tuple[float, float]], target_ms: float | None) -> float | None:
+    """The first time in a best-so-far `curve` (seconds, ms) at or under `target_ms`; None if never."""
+    if target_ms is None:
+        return None
+    return next((t for t, ms in curve if ms <= target_ms), None)
 
 
 def run_key(problem: Problem, arm: str, strategy: str, seed: int) -> Key:

@@ -34,7 +34,7 @@ from search_spaces import SearchSpace
 
 from . import definition as d
 from .analysis import ProblemSummary
-from .data import Run, kept_apart
+from .data import Run, kept_apart, time_to
 from .moves import GAIN, differing
 
 ELEMENT = re.compile(r"^(?P<list>.+)\[(?P<index>\d+)\]$")  # how a space names one element of a list parameter
@@ -96,8 +96,7 @@ def last_gain(curve: Sequence[tuple[float, float]], search_from: float | None, s
     passed when the best so far in `curve` first came within GAIN of its last value; None unread."""
     if not curve or search_from is None or search_to is None or search_to <= search_from:
         return None
-    settled = curve[-1][1] * (1 + GAIN)
-    at = next(t for t, ms in curve if ms <= settled)
+    at = time_to(curve, curve[-1][1] * (1 + GAIN))
     return min(1.0, max(0.0, (at - search_from) / (search_to - search_from)))
 
 
@@ -108,9 +107,9 @@ def steps_apart(space: SearchSpace | None, others: Iterable[tuple[str, Any, Any]
         return []
     far = []
     for name, ours, best in others:
-        if name not in space.names or not space.parameter(name).ordered:
+        parameter = space.parameter(name) if name in space.names else None
+        if parameter is None or not parameter.ordered:
             continue
-        parameter = space.parameter(name)
         try:
             steps = abs(parameter.index_of(ours) - parameter.index_of(best))
         except ValueError:  # a value outside the range (read from another space)
