@@ -31,7 +31,8 @@ def add_parser(subparsers: Any) -> None:
     sub.add_argument("--as", dest="as_strategy", metavar="STRATEGY",
                      help="re-run with this strategy instead of each session's own")
     sub.add_argument("--db", default=str(USER_DB), help=f"the database (default: your {USER_DB})")
-    sub.add_argument("--shipped", default=str(SHIPPED_DB), help=f"the shipped data read beside it (default: {SHIPPED_DB})")
+    sub.add_argument("--shipped", default=str(SHIPPED_DB),
+                     help=f"the shipped data read beside it (default: {SHIPPED_DB})")
 
 
 def run(args: argparse.Namespace, console: Any) -> int:

@@ -10,8 +10,8 @@ of today's strategy too (`autotune.strategies.lineage` declares such sources the
 The re-run goes through the one session loop, with the strategy built as the original was (its
 name, seed, budget and options) on the recorded space, and an evaluator that answers from the
 session's own rows alone.  Generation 0 is given the default and the seeds as the session was
-(a session recorded before `seed_points` gets its seeds' recorded configs: see `_seeds`).  It stops after
-the last recorded generation.  Every generation must ask the same new configs as the recorded
+(a session recorded before `seed_points` gets its seeds' recorded configs: see `_seeds`).  It
+stops after the last recorded generation.  Every generation must ask the same new configs as the recorded
 one (a set: a GPU evaluator records them in the order they finish).  The last one may ask more,
 because the original's search limit could cut it short.  A config the session never measured
 answers `not_recorded`; the comparison then shows the difference.
@@ -134,7 +134,8 @@ def _seeds(cache: Cache, session: dict[str, Any], task: Any, rows: list[Any]) ->
     origins = cache.origins(session["id"])
     default_key = task.default_candidate().key
     given = [(origins.get(row.candidate.key) or "seed", row.candidate.params)
-             for row in sorted(rows, key=lambda r: r.ordinal) if row.generation == 0 and row.candidate.key != default_key]
+             for row in sorted(rows, key=lambda r: r.ordinal)
+             if row.generation == 0 and row.candidate.key != default_key]
     return given, not given
 
 
@@ -148,7 +149,8 @@ def sessions_of(cache: Cache, strategy: str, source: str | None = None) -> list[
     return sorted(found, key=lambda s: s["id"])
 
 
-def _compare(session: dict[str, Any], strategy: str, recorded: dict[int, set[str]], asked: dict[int, set[str]]) -> Rerun:
+def _compare(session: dict[str, Any], strategy: str, recorded: dict[int, set[str]],
+             asked: dict[int, set[str]]) -> Rerun:
     last = max(recorded)
     matched, difference = 0, None
     for generation in range(last + 1):

@@ -33,7 +33,7 @@ PROVEN_SAME: dict[str, dict[str, tuple[str, ...]]] = {
     "pattern-focus": {"d8a2b59cdd3ee0d4d1e29eb1": ("950fbdaa159f5eca9e35b70a",)},
     "pattern-orders": {"4c94b381d36d39bd0ecc5376": ("8fc162aacdb6d7eed17e2847",)},
     "pattern-lines": {"7e704dddde8675c33bfa4ac1": ("feb872a3ce6830bb4173c5dc",)},
-    "pattern-reach": {"79f024320ae0687bfe918e30": ("c1b1126c8c1ec935a0508619",)},
+    "pattern-reach": {"c956ca43a40c2ce89ae85235": ("c1b1126c8c1ec935a0508619",)},
 }
 
 

@@ -16,8 +16,8 @@ the second half of their search, at a chunk two doublings below the best's: in t
 
 So this is the noise floor and the look two and three steps along each ordered parameter
 (`pattern_line_look`) on `pattern-full`'s walk: the first start is the best given point alone,
-as in every walk before `pattern-orders`.  It gives up the program-order starts, which paid where the best
-ran persistent behind moves that are slower alone (1792x81920).
+as in every walk before `pattern-orders`.  It gives up the program-order starts, which paid
+where the best ran persistent behind moves that are slower alone (1792x81920).
 
 A strategy of its own for the reason `pattern-full` is: sessions record the source hash of their
 strategy's modules, and the held-out study judges each source apart.
