@@ -38,6 +38,7 @@ class SessionSettings:
     fresh: bool = False
     generation_size: int | None = None
     mode: str = "gpu"  # "gpu", "replay" or "fake": where the results come from
+    generations: int | None = None  # stop after this many search generations (a re-run stops where its original did)
 
     def __post_init__(self) -> None:
         if self.budget is None and self.seconds is None:
@@ -253,6 +254,8 @@ class Session:
                 return "budget"
             if self._out_of_time():
                 return "seconds"
+            if self.settings.generations is not None and generation >= self.settings.generations:
+                return "generations"
             generation += 1
             want = size if self.settings.budget is None else min(size, self.settings.budget - self.evaluations)
             asked = self.strategy.ask(want)

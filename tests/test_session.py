@@ -69,6 +69,17 @@ def test_budget_is_honoured_exactly(task, tmp_db, budget, generation_size):
     assert [g.generation for g in outcome.generations] == list(range(len(outcome.generations)))
 
 
+def test_a_generation_limit_ends_the_search_after_that_many_generations(task, tmp_db):
+    """`generations` (what a re-run of a recorded session stops at) ends the search once that many
+    generations are told, before the budget: generation 0 and then exactly three."""
+    strat = get_strategy("random")(task.space, seed=0)
+    settings = SessionSettings(strategy="random", seed=0, budget=40, generation_size=4, generations=3)
+    outcome = Session(task, FakeEvaluator(hashed_cost), strat, settings, tmp_db).run()
+    assert outcome.exit_reason == "generations"
+    assert sorted({r.generation for r in tmp_db.session_evaluations(outcome.session_id)} - {-1}) == [0, 1, 2, 3]
+    assert outcome.evaluations == 12
+
+
 def test_no_config_key_is_evaluated_twice(task, tmp_db):
     outcome, fake = run_session(task, tmp_db, budget=40, generation_size=7)
     keys = keys_in_order(tmp_db, outcome.session_id)

@@ -29,7 +29,7 @@ from autotune.cache import Cache
 from autotune.cache_merge import FORKED
 from autotune.errors import UserError
 from autotune.evaluators.replay import ReplayEvaluator
-from autotune.session import Session, SessionSettings, SilentReporter
+from autotune.session import Session, SessionSettings
 from autotune.simulation.oracle import Oracle
 from autotune.task import bind_recorded
 
@@ -55,20 +55,6 @@ class Rerun:
         """Whether the re-run proves something: it asked the same, or differed from seeds given
         exactly as the session's were."""
         return self.same or self.seeds_recorded
-
-
-class _StopAfter(SilentReporter):
-    """Ends the re-run once the last recorded generation is told."""
-
-    class Reached(Exception):
-        pass
-
-    def __init__(self, last: int) -> None:
-        self.last = last
-
-    def generation_finished(self, summary: Any) -> None:
-        if summary.generation >= self.last:
-            raise self.Reached
 
 
 def by_generation(rows: list[Any]) -> dict[int, set[str]]:
@@ -106,17 +92,13 @@ def rerun_session(cache: Cache, session_id: int, strategy: str | None = None) ->
                                 description=f"the answers session {session_id} recorded")
     settings = SessionSettings(strategy=name, seed=session["seed"] or 0, budget=session["budget"],
                                seconds=None if session["budget"] else 1e9, fresh=True,
-                               generation_size=options.generation_size, mode="replay")
+                               generation_size=options.generation_size, mode="replay", generations=max(recorded))
     walk = _strategy(name, session, task)
     with tempfile.TemporaryDirectory(prefix="autotune-rerun-") as folder:
         journal = Cache.open(Path(folder) / "rerun.db", create=True)
         try:
-            loop = Session(task, evaluator, walk, settings, journal, reporter=_StopAfter(max(recorded)),
-                           options=options, seeds=seeds)
-            try:
-                loop.run()
-            except _StopAfter.Reached:
-                pass
+            loop = Session(task, evaluator, walk, settings, journal, options=options, seeds=seeds)
+            loop.run()
             asked = by_generation(journal.session_evaluations(loop.session_id))
         finally:
             journal.close()
