@@ -35,9 +35,9 @@ KT_STRATEGIES = ("random_sample", "genetic_algorithm", "pso", "simulated_anneali
 # The pattern walks written after the held-out softmax study's misses are judged here too: no
 # pattern walk was fitted on these spaces.  `pattern-orders` and `pattern-reach` are left out: these
 # spaces have no program order (`pid_type`), where they walk exactly as `pattern-full` and
-# `pattern-lines` do.
+# `pattern-lines` do (`pattern-ties` is `pattern-lines`' walk here, with its tied paths).
 OUR_STRATEGIES = ("random", "pattern", "tpe", "surrogate", "evolution", "pattern-ends", "pattern-full",
-                  "pattern-focus", "pattern-lines")
+                  "pattern-focus", "pattern-lines", "pattern-ties")
 BUDGETS = (50, 100, 200)
 WITHIN = 0.02
 

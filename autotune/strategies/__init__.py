@@ -24,6 +24,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "pattern-lines": ("autotune.strategies.pattern_lines", "LinesPatternSearch"),
     "pattern-orders": ("autotune.strategies.pattern_orders", "OrdersPatternSearch"),
     "pattern-reach": ("autotune.strategies.pattern_reach", "ReachPatternSearch"),
+    "pattern-ties": ("autotune.strategies.pattern_ties", "TiesPatternSearch"),
     "random": ("autotune.strategies.random_search", "RandomSearch"),
     "surrogate": ("autotune.strategies.surrogate", "SurrogateSearch"),
     "tpe": ("autotune.strategies.optuna_search", "TPESearch"),

@@ -120,6 +120,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "pattern-lines": _PATTERN,
     "pattern-orders": _PATTERN,
     "pattern-reach": _PATTERN,
+    "pattern-ties": {**_PATTERN, "paths": Option(int, 1)},
     "random": {"screen": Option(str, choices=("footprint",))},
     "surrogate": {"initial_points": Option(int, 2)},
     "tpe": _OPTUNA,

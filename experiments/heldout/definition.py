@@ -105,12 +105,22 @@ LINES_SHAPES = ("3584x73728", "24576x5000")
 # two judge it: few long rows that chunks from 8192 up tile unevenly (thirteen chunks of 8192),
 # and many rows of a middle width, seven chunks of 4096.
 REACH_SHAPES = ("2816x106496", "6656x28672")
+# Declared after the cold `pattern-reach` runs at the twenty-seven shapes above had shown, at
+# 1792x81920, walks that took the faster of two level moves from the default (two loads' eviction
+# hints, within a percent of each other) never reaching the larger chunk that pays only with the
+# other hint, while the walk that took that one did (the strategy's docstring), before anything was
+# measured on them: that led to the `pattern-ties` strategy (moves level with a path's best move
+# are followed as paths of their own).  The twenty-seven are fitted for it; these two judge it: few
+# long rows that three chunks of 32768 tile exactly, and many rows of five chunks of 8192, where
+# a chunk of 32768 tiles unevenly.
+TIES_SHAPES = ("1536x98304", "5632x40960")
 # The shapes the third revision was fitted on: no longer held out for the warm-heuristic arm, so
 # the verdict on the shapes declared after the second revision leaves 1536x131072 out.
 FEW_ROWS_FITTED = ("2048x100000", "512x262144", "768x160000", "1536x131072", "1024x196608")
 # Strategies added after runs at some shapes, and the shapes declared after them that judge them.
 JUDGED_AT = {"pattern-ends": ENDS_SHAPES, "pattern-full": FULL_SHAPES, "pattern-focus": FOCUS_SHAPES,
-             "pattern-orders": ORDERS_SHAPES, "pattern-lines": LINES_SHAPES, "pattern-reach": REACH_SHAPES}
+             "pattern-orders": ORDERS_SHAPES, "pattern-lines": LINES_SHAPES, "pattern-reach": REACH_SHAPES,
+             "pattern-ties": TIES_SHAPES}
 # The held-out shapes a seed rule was revised after (rules may name them; no longer held out
 # for the warm arms): 4096x65536 and 2048x100000 (the row rule's second revision; the second
 # comes in with the rest of FEW_ROWS_FITTED, its third), three first matmul cells (the resident
@@ -121,7 +131,7 @@ SEEN_BY_REVISIONS = ("4096x65536", "32768x1024x1536", "65536x2048x1024", "16384x
                      "32768x1024x2048", "24576x1024x1792", "49152x1536x1280",
                      "32768x2048x1024") + FEW_ROWS_FITTED
 SOFTMAX_SHAPES = (FIRST_SHAPES + LATER_SHAPES + REVISED_SHAPES + ENDS_SHAPES + CACHE_SHAPES + FEW_ROWS_SHAPES
-                  + FULL_SHAPES + FOCUS_SHAPES + ORDERS_SHAPES + LINES_SHAPES + REACH_SHAPES)
+                  + FULL_SHAPES + FOCUS_SHAPES + ORDERS_SHAPES + LINES_SHAPES + REACH_SHAPES + TIES_SHAPES)
 SOFTMAX = tuple(Problem("softmax", shape, "float16") for shape in SOFTMAX_SHAPES)
 # Matmul + epilogue cells chosen at the same time, outside the seed study's cells
 # (experiments/seed_study/definition.py) on whose grids heuristics/matmul_epilogue.py was
@@ -220,9 +230,10 @@ INTERRUPTED = "interrupted"
 # looks at each parameter's far ends before a path stops, the one that also looks at the
 # neighbours its draw left out, the one whose kicks move the parameters that matter, the one
 # whose first paths start one in each program order, the one whose paths stop at the timing noise
-# and look a few steps along each ordered parameter, and that one on a single first path (JUDGED_AT).
+# and look a few steps along each ordered parameter, that one on a single first path, and that one
+# following the moves level with a path's best as paths of their own (JUDGED_AT).
 STRATEGIES = ("pattern", "evolution", "pattern-ends", "pattern-full", "pattern-focus", "pattern-orders",
-              "pattern-lines", "pattern-reach")
+              "pattern-lines", "pattern-reach", "pattern-ties")
 SEEDS = (1, 2, 3)
 # Helion quick runs with the same seeds as our arms: its search is random, and its final time and
 # wall time both move from seed to seed, so a single run is a noisy reference for every target.

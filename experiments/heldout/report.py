@@ -159,7 +159,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "best's; `pattern-reach` (`pattern-lines`' noise floor and look on a single first path, as "
            f"`pattern-full`'s) was written after that, so those {d.SOFTMAX_SHAPES.index(d.REACH_SHAPES[0])} shapes "
            f"are fitted for it, and {' and '.join(d.REACH_SHAPES)}, declared after it before anything was measured "
-           "on them, judge it."
+           "on them, judge it. At 1792x81920 the cold `pattern-reach` walks that took the faster of two level moves "
+           "from the default (two loads' eviction hints, within a percent of each other) never reached the larger "
+           "chunk that pays only with the other hint, while the walk that took that one did; `pattern-ties` (the "
+           "`pattern-reach` walk that follows the moves level with a path's best move as paths of their own) was "
+           f"written after that, so those {d.SOFTMAX_SHAPES.index(d.TIES_SHAPES[0])} shapes are fitted for it, and "
+           f"{' and '.join(d.TIES_SHAPES)}, declared after it before anything was measured on them, judge it."
            + ("" if not others else " Sessions of other kernels recorded at them (they say nothing about these "
               "kernels' configs, and no seed source reads them): "
               + "; ".join(f"{shape}: {', '.join(found)}" for shape, found in sorted((others or {}).items())) + "."),
