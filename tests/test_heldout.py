@@ -277,6 +277,10 @@ def test_verdicts_on_runs_kept_apart_are_listed_after_the_present_ones():
     text = render([], [verdict(s) for s in subjects], options, {})
     targets, apart = text.split("## Targets")[1].split("Runs kept apart")
     assert "| cold pattern | a target |" in targets and f"| warm-heuristic pattern{REVISED_SUBJECT} |" in targets
+    # each row says where its target was missed and where nothing is measured yet, as 'In short' does
+    placed = Verdict("a target", "cold pattern-ends", "not met", [], ["a"], ["b"], ["c", "d"])
+    row = render([], [placed], options, {}).split("## Targets")[1]
+    assert "| cold pattern-ends | a target | **not met** (met at 1 of 4) | b | c, d |" in row
     for subject in subjects[1:4]:
         assert f"| {subject} |" in apart and f"| {subject} |" not in targets
 

@@ -197,11 +197,11 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "## Targets", ""]
     present = [v for v in judged if not v.of_runs_kept_apart]
     apart = [v for v in judged if v.of_runs_kept_apart]
-    header = ["| subject | target | status |", "|---|---|---|"]
-    out += header + [f"| {v.subject} | {v.target} | **{v.status}** |" for v in present] + [""]
+    header = ["| subject | target | status | not met at | not yet measured at |", "|---|---|---|---|---|"]
+    out += header + [f"| {v.subject} | {v.target} | {_status_cells(v)} |" for v in present] + [""]
     if apart:
         out += ["Runs kept apart (an earlier strategy, earlier seeds or another timing target), judged by the same "
-                "targets:", ""] + header + [f"| {v.subject} | {v.target} | {v.status} |" for v in apart] + [""]
+                "targets:", ""] + header + [f"| {v.subject} | {v.target} | {_status_cells(v)} |" for v in apart] + [""]
     for verdict in present + apart:
         if verdict.details:
             out += [f"{verdict.subject}:", ""] + [f"- {line}" for line in verdict.details] + [""]
