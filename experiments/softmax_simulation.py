@@ -40,9 +40,9 @@ SPACE_SETS = {
 # walks written after the held-out study's misses follow: none was fitted on these spaces either.
 # A simulated run starts from random points, not from a given config, so the program-order starts
 # (`pattern-orders`, `pattern-lines`) never apply here: `pattern-orders` walks as `pattern-full`,
-# and `pattern-reach` as `pattern-lines`.
+# and `pattern-reach` as `pattern-lines`; `pattern-ties` is that walk with its tied paths.
 STRATEGIES = ("random,pattern,pattern:explore=first:restarts=0,tpe,surrogate,evolution,"
-              "pattern-ends,pattern-full,pattern-focus,pattern-orders,pattern-lines,pattern-reach")
+              "pattern-ends,pattern-full,pattern-focus,pattern-orders,pattern-lines,pattern-reach,pattern-ties")
 SLOW = {"gp": 3}  # strategies too slow for every repeat: run this many repeats instead
 
 
