@@ -1394,3 +1394,16 @@ def test_a_default_that_never_ran_is_reported_by_how_it_failed():
     assert default_cell([run(1, "out_of_resources", None), run(2, "out_of_resources", None)]) == "out_of_resources"
     assert default_cell([run(1, "out_of_resources", None), run(2, "ok", 0.6)]) == "600.0 (1.200)"
     assert default_cell([run(1, None, None)]) == "-"
+
+
+def test_the_history_lists_each_judged_strategy_once_with_the_shapes_that_judge_it():
+    from experiments.heldout.history import changes, how_run
+
+    items = changes()
+    for strategy, shapes in d.JUDGED_AT.items():
+        assert len([c for c in items if f"`{strategy}` (" in c and all(s in c for s in shapes)]) == 1, strategy
+    lines = how_run(Path("x.db"), {"64x128": ["softmax-resident (session 7)"]})
+    assert sum(line.startswith("- ") for line in lines) == len(items)
+    assert lines[0].startswith("Regenerated from `x.db`")
+    assert lines[-2].startswith("Sessions of other kernels") and "64x128: softmax-resident (session 7)" in lines[-2]
+    assert not any(line.startswith("Sessions of other kernels") for line in how_run(Path("x.db")))
