@@ -215,23 +215,25 @@ def _close_the_shared_interpreter():
     _SHARED_INTERPRETER.close()
 
 
-def walk_until_done(strategy: Any, start: Mapping[str, Any], time_ms: Any, limit: int = 400) -> list[dict[str, Any]]:
-    """Warm-start `strategy` with `start`, then ask 16 at a time and tell each point's
-    `time_ms(point)` until it stops (or `limit` points); the points asked, in order."""
+def timed(point: Mapping[str, Any], time_ms: Any) -> tuple:
+    """The observation a strategy is told for `point`: measured, in `time_ms(point)` ms."""
     from autotune.types import Result, Status
     from search_spaces import params_key
 
-    def told(point: Mapping[str, Any]) -> tuple:
-        return (point, Result(key=params_key(point), status=Status.OK, median_ms=time_ms(point)))
+    return (point, Result(key=params_key(point), status=Status.OK, median_ms=time_ms(point)))
 
-    strategy.warm_start([told(start)])
+
+def walk_until_done(strategy: Any, start: Mapping[str, Any], time_ms: Any, limit: int = 400) -> list[dict[str, Any]]:
+    """Warm-start `strategy` with `start`, then ask 16 at a time and tell each point's
+    `time_ms(point)` until it stops (or `limit` points); the points asked, in order."""
+    strategy.warm_start([timed(start, time_ms)])
     asked: list[dict[str, Any]] = []
     while len(asked) < limit:
         batch = strategy.ask(16)
         if not batch:
             break
         asked += batch
-        strategy.tell([told(p) for p in batch])
+        strategy.tell([timed(p, time_ms) for p in batch])
     return asked
 
 

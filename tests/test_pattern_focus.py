@@ -13,8 +13,7 @@ import pytest
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.pattern_focus import MAX_WEIGHT, MIN_WEIGHT, FocusPatternSearch
 from autotune.strategies.pattern_full import FullPatternSearch
-from autotune.types import Result, Status
-from conftest import walk_until_done
+from conftest import timed, walk_until_done
 from search_spaces import Choice, PowerOfTwo, SearchSpace, params_key
 
 FLAGS = 10  # parameters whose moves change (almost) nothing: a plateau around every point
@@ -57,7 +56,7 @@ def escaped(cls, seed: int) -> bool:
 
 
 def told(point: dict) -> tuple:
-    return (point, Result(key=params_key(point), status=Status.OK, median_ms=trap_time(point)))
+    return timed(point, trap_time)
 
 
 def test_weights_are_the_largest_change_each_parameter_s_measured_moves_made():

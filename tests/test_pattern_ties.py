@@ -11,7 +11,7 @@ from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.options import StrategyOptionError, check_options
 from autotune.strategies.pattern_reach import ReachPatternSearch
 from autotune.strategies.pattern_ties import PATHS, TIE_BAND, TiesPatternSearch
-from conftest import walk_until_done, walked_best_ms
+from conftest import timed, walk_until_done, walked_best_ms
 from search_spaces import Choice, PowerOfTwo, SearchSpace
 
 CHUNK_MS = {4096: 300.0, 8192: 271.5, 16384: 272.0, 65536: 520.0}
@@ -74,17 +74,11 @@ def test_a_move_that_clearly_leads_keeps_one_path():
 
 def centres_each_generation(strategy: TiesPatternSearch, time_ms) -> list[list[tuple]]:
     """Walk from the default, one whole generation per ask; the centres after each."""
-    from autotune.types import Result, Status
-    from search_spaces import params_key
-
-    def told(point: dict) -> tuple:
-        return (point, Result(key=params_key(point), status=Status.OK, median_ms=time_ms(point)))
-
-    strategy.warm_start([told(strategy.space.default)])
+    strategy.warm_start([timed(strategy.space.default, time_ms)])
     seen = []
     while batch := strategy.ask(1000):
         seen.append(sorted((c["chunk"], c["hint_a"], c["hint_c"]) for c in strategy.centres))
-        strategy.tell([told(p) for p in batch])
+        strategy.tell([timed(p, time_ms) for p in batch])
     return seen
 
 
