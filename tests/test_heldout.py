@@ -23,6 +23,7 @@ from autotune import cli
 from autotune.cache import Cache
 from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
+from autotune.evaluators.gpu_process import COMPILE_CACHES
 from autotune.experiment import experiment_tags
 from autotune.kernels import get_kernel
 from autotune.seeds import collect_seeds, heuristic_provenance
@@ -34,12 +35,13 @@ from autotune.types import Result, Status
 from conftest import REPO, hashed_cost
 from experiments.heldout import analysis
 from experiments.heldout import definition as d
+from experiments.heldout import jobs as heldout_jobs
 from experiments.heldout import runner
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
 from experiments.heldout.report import as_json, helion_spread, in_short, superseded_section
-from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, JobTime, curve, foreign_sessions, load_every_run,
-                                      load_runs, recorded_keys, run_key, search_rows, standing, superseded,
-                                      without_study)
+from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, JobTime, curve, load_every_run, load_runs,
+                                      recorded_keys, run_key, search_rows, standing, superseded)
+from experiments.heldout.isolation import foreign_sessions, without_study
 from search_spaces.space import canonical_json
 
 HELDOUT_DIR = REPO / "experiments" / "heldout"
@@ -545,10 +547,10 @@ def test_each_planned_job_expects_the_time_its_arms_recorded_runs_took(heldout_d
     other = d.Problem(SOFTMAX.kernel, "64x1000", SOFTMAX.dtype)
     unknown = d.Problem("softmax-triton", "64x1000", "float16")
     (at_other, at_unknown) = runner.with_expected_times(
-        [runner.HelionQuickJob(other, 1, None), runner.HelionQuickJob(unknown, 1, None)], times)
+        [heldout_jobs.HelionQuickJob(other, 1, None), heldout_jobs.HelionQuickJob(unknown, 1, None)], times)
     assert at_other.expected_s == pytest.approx(longest_around(SOFTMAX.kernel, d.HELION_QUICK))
     assert at_unknown.expected_s is None
-    assert at_other == runner.HelionQuickJob(other, 1, None)  # the estimate is no part of the job's identity
+    assert at_other == heldout_jobs.HelionQuickJob(other, 1, None)  # the estimate is no part of the job's identity
 
 
 def test_a_job_is_expected_to_take_as_much_longer_as_its_arm_varies_seed_to_seed():
@@ -559,7 +561,7 @@ def test_a_job_is_expected_to_take_as_much_longer_as_its_arm_varies_seed_to_seed
              (first.kernel, first.shape, first.dtype, d.HELION_QUICK, d.NATIVE, 2): JobTime(120.0, None),
              (second.kernel, second.shape, second.dtype, d.HELION_QUICK, d.NATIVE, 1): JobTime(200.0, None)}
     assert runner.seed_spread(times) == pytest.approx({d.HELION_QUICK: 1.2})
-    jobs = runner.with_expected_times([runner.HelionQuickJob(first, 3, None), runner.HelionQuickJob(second, 2, None)],
+    jobs = runner.with_expected_times([heldout_jobs.HelionQuickJob(first, 3, None), heldout_jobs.HelionQuickJob(second, 2, None)],
                                       times)
     assert [job.expected_s for job in jobs] == pytest.approx([144.0, 240.0])
     # runs with different search limits are not seeds of one another
@@ -573,7 +575,7 @@ def test_the_dry_run_says_how_long_each_run_should_take(heldout_db, capsys):
 
     runner.main(["--db", str(heldout_db), "--shipped", "none", "--shapes", MATMUL.shape, "--arms", d.HELION_QUICK,
                  "--helion-seeds", "2", "--dry-run"])
-    (job,) = runner.with_expected_times([runner.HelionQuickJob(MATMUL, 2, None)], job_times(heldout_db, None))
+    (job,) = runner.with_expected_times([heldout_jobs.HelionQuickJob(MATMUL, 2, None)], job_times(heldout_db, None))
     out = capsys.readouterr().out
     assert f"{job.describe()} (about {job.expected_s:.0f} s)" in out
     assert f"about {job.expected_s:.0f} s in all for the 1 run(s)" in out
@@ -643,7 +645,7 @@ def test_the_plan_skips_recorded_runs_and_reruns_cut_short_ones(heldout_db):
         (d.HELION_QUICK, d.NATIVE, 2), (d.HELION_QUICK, d.NATIVE, 3),
         (d.COLD, "pattern", 2), (d.COLD, "pattern", 3), (d.WARM_HEURISTIC, "pattern", 3)]
     everything = runner.plan_jobs(runner.replace(plan, again=True), recorded)
-    assert len(everything) == 3 + 2 * 3 and all(isinstance(j, runner.HelionQuickJob) for j in everything[:3])
+    assert len(everything) == 3 + 2 * 3 and all(isinstance(j, heldout_jobs.HelionQuickJob) for j in everything[:3])
     assert runner.select(runner.Plan(), ["32768x1000"], ["cold"]).problems == (SOFTMAX,)
     with pytest.raises(UserError, match="not in the experiment"):
         runner.select(runner.Plan(), ["7x7"])
@@ -669,15 +671,15 @@ def _fake_run(requests: list) -> Callable[[Any], Any]:
 
 def test_our_arms_measure_anew_and_warm_cache_records_apart_then_merges_home(tmp_path, monkeypatch):
     requests: list = []
-    monkeypatch.setattr(runner, "_run", _fake_run(requests))
+    monkeypatch.setattr(heldout_jobs, "run_session", _fake_run(requests))
     problem = d.Problem("softmax-triton", "64x1000", "float16")
     db = tmp_path / "home.db"
-    cold_said = runner.ArmJob(problem, d.COLD, "pattern", 2, 50, 30.0, None)(db)
+    cold_said = heldout_jobs.ArmJob(problem, d.COLD, "pattern", 2, 50, 30.0, None)(db)
     cold = requests[-1]
     assert cold.db == db and cold.fresh and cold.seed_from == "default" and cold.seed == 2
     assert cold.timing_target_ms == d.TIMING_MS  # the study's, whatever the tool's default
     assert dict(cold.experiment)["arm"] == d.COLD and dict(cold.experiment)["job_started"] <= time.time()
-    warm_said = runner.ArmJob(problem, d.WARM_CACHE, "pattern", 1, 50, 30.0, None, ("128x1000",))(db)
+    warm_said = heldout_jobs.ArmJob(problem, d.WARM_CACHE, "pattern", 1, 50, 30.0, None, ("128x1000",))(db)
     warm = requests[-1]
     assert warm.db != db and not warm.db.exists() and warm.seed_from == "default,cache"
     home = Cache.open(db)
@@ -748,10 +750,10 @@ def test_helion_quick_is_timed_from_its_jobs_start_and_its_pick_retimed(monkeypa
         return helion.Config(block_sizes=[8], num_warps=4)
 
     requests: list = []
-    monkeypatch.setattr(runner, "_run", lambda request: requests.append(request) or
+    monkeypatch.setattr(heldout_jobs, "run_session", lambda request: requests.append(request) or
                         type("Outcome", (), {"session_id": 1})())
     before = time.time()
-    runner.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 2, None, autotune=autotune, device="cpu")(
+    heldout_jobs.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 2, None, autotune=autotune, device="cpu")(
         Path("home.db"))
     (request,) = requests
     tags = dict(request.experiment)
@@ -788,9 +790,9 @@ def test_a_helion_pick_past_our_limit_is_retimed_in_the_space_without_it(monkeyp
         return helion.Config(block_sizes=[64], reduction_loops=[None], num_warps=4)  # 64 x 1024 / 128: 512
 
     requests: list = []
-    monkeypatch.setattr(runner, "_run", lambda request: requests.append(request) or
+    monkeypatch.setattr(heldout_jobs, "run_session", lambda request: requests.append(request) or
                         type("Outcome", (), {"session_id": 1})())
-    runner.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 1, None, autotune=picks_past_the_limit,
+    heldout_jobs.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 1, None, autotune=picks_past_the_limit,
                           device="cpu")(Path("home.db"))
     (request,) = requests
     tags = dict(request.experiment)
@@ -815,11 +817,11 @@ def test_a_failed_retiming_of_a_pick_past_the_limit_is_recorded_in_the_space_wit
     def refused(request):
         raise UserError("the GPU went away")
 
-    monkeypatch.setattr(runner, "_run", refused)
+    monkeypatch.setattr(heldout_jobs, "run_session", refused)
     db = tmp_path / "home.db"
     for seed, autotune in ((1, picks_past_the_limit), (2, lambda k, i: _helion_log_and_pick(k))):
         with pytest.raises(UserError, match="went away"):
-            runner.HelionQuickJob(problem, seed, None, autotune=autotune, device="cpu")(db)
+            heldout_jobs.HelionQuickJob(problem, seed, None, autotune=autotune, device="cpu")(db)
     stored = Cache.open(db)
     try:
         past, within = (stored.session(u.session_id) for u in load_unfinished(db, None))
@@ -868,14 +870,14 @@ def test_a_failed_helion_run_is_recorded_with_its_reason_left_out_of_the_figures
         raise RuntimeError("the search died")
 
     with pytest.raises(RuntimeError, match="the search died"):
-        runner.HelionQuickJob(problem, 2, None, autotune=crashes, device="cpu")(db)
+        heldout_jobs.HelionQuickJob(problem, 2, None, autotune=crashes, device="cpu")(db)
 
     def refused(request):
         raise UserError("the pick is not a point of the space")
 
-    monkeypatch.setattr(runner, "_run", refused)
+    monkeypatch.setattr(heldout_jobs, "run_session", refused)
     with pytest.raises(UserError, match="not a point"):
-        runner.HelionQuickJob(problem, 3, None, autotune=lambda k, i: _helion_log_and_pick(k), device="cpu")(db)
+        heldout_jobs.HelionQuickJob(problem, 3, None, autotune=lambda k, i: _helion_log_and_pick(k), device="cpu")(db)
 
     search, retiming = load_unfinished(db, None)
     assert (search.problem, search.arm, search.strategy, search.seed) == (problem, d.HELION_QUICK, d.NATIVE, 2)
@@ -915,7 +917,7 @@ def test_a_helion_run_cut_by_the_deadline_is_recorded_with_what_its_search_had_l
         time.sleep(30)
 
     db = tmp_path / "home.db"
-    job = runner.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 1, None, autotune=slow, device="cpu")
+    job = heldout_jobs.HelionQuickJob(d.Problem("softmax", "64x1000", "float16"), 1, None, autotune=slow, device="cpu")
     options = ExperimentOptions(folder=tmp_path, db=db, out=tmp_path, deadline_at=time.monotonic() + 1.0)
     began = time.monotonic()
     with pytest.raises(DeadlineReached) as reached:
@@ -947,9 +949,9 @@ def test_a_helion_search_whose_retiming_was_cut_is_not_run_again(tmp_path, monke
         raise UserError("the pick is not a point of the space")
 
     for seed, retiming in ((2, cut), (3, refused)):
-        monkeypatch.setattr(runner, "_run", retiming)
+        monkeypatch.setattr(heldout_jobs, "run_session", retiming)
         with pytest.raises((KeyboardInterrupt, UserError)):
-            runner.HelionQuickJob(problem, seed, None, autotune=searched, device="cpu")(db)
+            heldout_jobs.HelionQuickJob(problem, seed, None, autotune=searched, device="cpu")(db)
     key = run_key(problem, d.HELION_QUICK, d.NATIVE, 2)
     searches = finished_searches(db, None)
     assert set(searches) == {key} and searches[key].tags["helion_pick"]["num_warps"] == 4
@@ -962,12 +964,12 @@ def test_a_helion_search_whose_retiming_was_cut_is_not_run_again(tmp_path, monke
         raise AssertionError("the search ran again")
 
     requests: list = []
-    monkeypatch.setattr(runner, "_run", lambda request: requests.append(request) or SimpleNamespace(session_id=9))
+    monkeypatch.setattr(heldout_jobs, "run_session", lambda request: requests.append(request) or SimpleNamespace(session_id=9))
     began = time.time()
     replace(again, autotune=searches_again, device="cpu")(db)
     (request,) = requests
     tags, first = dict(request.experiment), searches[key].tags
-    assert {k: tags[k] for k in runner.SEARCH_TAGS} == {k: first[k] for k in runner.SEARCH_TAGS}
+    assert {k: tags[k] for k in heldout_jobs.SEARCH_TAGS} == {k: first[k] for k in heldout_jobs.SEARCH_TAGS}
     assert tags["retimes_search_of"] == searches[key].session_id and tags["retime_started"] >= began - 1e-3
     assert json.loads(request.configs[0])["num_warps"] == 4
 
@@ -1105,19 +1107,19 @@ def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
     fake = _fake_run(requests)
 
     def run(request):
-        caches = {name: os.environ[name] for name in runner.COMPILE_CACHES}
+        caches = {name: os.environ[name] for name in COMPILE_CACHES}
         folder = Path(caches["TRITON_CACHE_DIR"]).parent
         assert folder.is_dir() and not any(folder.iterdir())  # empty at the job's start
         seen.append(caches)
         return fake(request)
 
-    monkeypatch.setattr(runner, "_run", run)
+    monkeypatch.setattr(heldout_jobs, "run_session", run)
     monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/shared")
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     problem = d.Problem("softmax-triton", "64x1000", "float16")
     db = tmp_path / "home.db"
     for seed in (1, 2):
-        runner.ArmJob(problem, d.COLD, "pattern", seed, 50, 30.0, None)(db)
+        heldout_jobs.ArmJob(problem, d.COLD, "pattern", seed, 50, 30.0, None)(db)
     first, second = seen
     assert first["TRITON_CACHE_DIR"] != second["TRITON_CACHE_DIR"]
     assert Path(first["TRITON_CACHE_DIR"]).parent == Path(first["TORCHINDUCTOR_CACHE_DIR"]).parent
@@ -1137,11 +1139,11 @@ def test_each_job_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
 def test_search_rows_are_the_rows_a_run_is_read_from_in_the_order_they_were_measured(tmp_path, monkeypatch):
     """The report reads a run's rows apart from `load_runs` (`moves.py`): the same rows, in the
     order its figures read them."""
-    monkeypatch.setattr(runner, "_run", _fake_run([]))
+    monkeypatch.setattr(heldout_jobs, "run_session", _fake_run([]))
     problem = d.Problem("softmax-triton", "64x1000", "float16")
     db = tmp_path / "home.db"
     for seed in (1, 2):
-        runner.ArmJob(problem, d.COLD, "pattern", seed, 50, 30.0, None)(db)
+        heldout_jobs.ArmJob(problem, d.COLD, "pattern", seed, 50, 30.0, None)(db)
     runs = load_runs(db, None)
     rows = search_rows(db, None, [r.session_id for r in runs])
     for run in runs:

@@ -20,9 +20,10 @@ from autotune.experiment import ExperimentOptions
 from . import definition as d
 from . import plots
 from .analysis import ArmSummary, BudgetEnd, ProblemSummary, Verdict, budget_ends, headline, summarise, verdicts
-from .data import (Key, Run, Unfinished, load_every_run, load_unfinished, other_kernels, search_rows, session_spaces,
-                   standing, superseded)
+from .data import (Key, Run, Unfinished, load_every_run, load_unfinished, search_rows, session_spaces, standing,
+                   superseded)
 from .history import how_run
+from .isolation import other_kernels
 from .moves import cold_walks, moves_section
 from .stops import StoppedShort, stopped_short, stops_json, stops_section
 
