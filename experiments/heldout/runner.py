@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autotune.cli import positive_float
 from autotune.errors import UserError
-from autotune.experiment import ExperimentOptions, execute_jobs
+from autotune.experiment import DeadlineReached, ExperimentOptions, execute_jobs
 
 from . import definition as d
 from .definition import Problem
@@ -47,6 +47,9 @@ class Plan:
     problems: tuple[Problem, ...] = d.PROBLEMS
     arms: tuple[str, ...] = d.ARMS
     strategies: tuple[str, ...] = d.STRATEGIES
+    # Strategies run by one arm alone, (arm, strategy), after the plan's `strategies`
+    # (`--strategies pattern-ends,cold:pattern-ties`): a strategy judged cold need not run warm.
+    arm_strategies: tuple[tuple[str, str], ...] = ()
     seeds: tuple[int, ...] = d.SEEDS
     helion_seeds: tuple[int, ...] = d.HELION_SEEDS
     seconds: float = d.SECONDS
@@ -77,8 +80,14 @@ def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[P
             limit = (limits or {}).get((problem, arm))
             seconds = plan.seconds if limit is None else limit.seconds
             jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, seconds, shipped, shapes)
-                     for strategy in plan.strategies for seed in plan.seeds]
+                     for strategy in strategies_of(plan, arm) for seed in plan.seeds]
     return [job for job in jobs if plan.again or job.key not in recorded]
+
+
+def strategies_of(plan: Plan, arm: str) -> list[str]:
+    """The strategies `arm` runs: the plan's, then those named for the arm alone."""
+    strategies = list(plan.strategies)
+    return strategies + [s for a, s in plan.arm_strategies if a == arm and s not in strategies]
 
 
 def with_expected_times(jobs: Sequence[Job], times: Mapping[tuple, JobTime | None]) -> list[Job]:
@@ -161,6 +170,27 @@ def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
         shipped.close()
 
 
+def with_strategies(plan: Plan, names: Sequence[str]) -> Plan:
+    """The plan running `names`: a strategy for every arm of ours, or 'arm:strategy' for that arm
+    alone; an unknown arm or strategy is refused before anything runs."""
+    from autotune.strategies import strategy_names
+
+    known = set(strategy_names())
+    every: list[str] = []
+    alone: list[tuple[str, str]] = []
+    for name in names:
+        arm, _, strategy = name.rpartition(":")
+        if arm and arm not in d.OUR_ARMS:
+            raise UserError(f"{name!r}: {arm!r} is not one of our arms ({', '.join(d.OUR_ARMS)})")
+        if strategy not in known:
+            raise UserError(f"{name!r}: unknown strategy {strategy!r} (known: {', '.join(sorted(known))})")
+        if arm:
+            alone.append((arm, strategy))
+        else:
+            every.append(strategy)
+    return replace(plan, strategies=tuple(every), arm_strategies=tuple(alone))
+
+
 def select(plan: Plan, shapes: Sequence[str] = (), arms: Sequence[str] = ()) -> Plan:
     """The plan narrowed to `shapes` (a shape or 'kernel shape') and `arms`; unknown ones refused."""
     if shapes:
@@ -187,15 +217,35 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
         raise UserError("the held-out experiment measures on a GPU and this machine has none; "
                         f"`python -m experiments.heldout.report --db {options.db}` regenerates the report")
     with without_study(plan.shipped) as seed_data:
-        jobs = pending_jobs(replace(plan, seed_data=seed_data), options.db, console)
         import helion  # noqa: F401 - imported once here, so no job's time counts the imports
         import torch  # noqa: F401
 
         import autotune.tuning  # noqa: F401
-        arm_jobs = [job for job in jobs if isinstance(job, ArmJob)]
-        if arm_jobs:
-            warm_up(console, [job.problem for job in arm_jobs])
-        execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
+        not_started: list[str] = []
+        for phase in phases(replace(plan, seed_data=seed_data)):
+            jobs = pending_jobs(phase, options.db, console)
+            arm_jobs = [job for job in jobs if isinstance(job, ArmJob)]
+            if arm_jobs:
+                warm_up(console, [job.problem for job in arm_jobs])
+            try:
+                execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
+            except DeadlineReached as reached:
+                if reached.interrupted is not None:  # the deadline itself: nothing more starts
+                    raise DeadlineReached(reached.interrupted, not_started + list(reached.not_started)) from None
+                not_started += reached.not_started  # runs that would not fit: the next phase's may
+        if not_started:
+            raise DeadlineReached(not_started=not_started)
+
+
+def phases(plan: Plan) -> list[Plan]:
+    """The plan in the order its runs are planned: with `--seconds target`, Helion quick's runs
+    first and then our arms', planned once Helion's are recorded, since each arm's search limit
+    is read from them (a shape measured for the first time would otherwise give our arms the
+    default `--seconds`)."""
+    ours = tuple(arm for arm in plan.arms if arm != d.HELION_QUICK)
+    if not plan.limit_to_target or d.HELION_QUICK not in plan.arms or not ours:
+        return [plan]
+    return [replace(plan, arms=(d.HELION_QUICK,)), replace(plan, arms=ours)]
 
 
 def warm_up(console: Any, problems: Sequence[Problem] = (), device: str = "cuda") -> None:
@@ -261,7 +311,8 @@ def read_target_limits(plan: Plan, db: Path, console: Any) -> dict[tuple[Problem
     from .data import load_runs
     from .limits import target_limits
 
-    limits = target_limits(load_runs(db, plan.shipped), plan.problems, plan.arms)
+    nothing_recorded = not db.exists() and (plan.shipped is None or not plan.shipped.exists())
+    limits = {} if nothing_recorded else target_limits(load_runs(db, plan.shipped), plan.problems, plan.arms)
     for (problem, arm), limit in limits.items():
         console.print(f"{arm} at {problem.label}: {limit.seconds:.1f} s of search ({limit.allowed_s:.1f} s allowed "
                       f"from the job's start, less the shortest set-up recorded, {limit.set_up_s:.1f} s)")
@@ -297,7 +348,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--shipped", default="cache.db", help="the shipped data, read beside --db ('none': none)")
     parser.add_argument("--shapes", default="", help="comma-separated shapes (or 'kernel shape') of the experiment")
     parser.add_argument("--arms", default="", help=f"comma-separated subset of {', '.join(d.ARMS)}")
-    parser.add_argument("--strategies", default=",".join(d.STRATEGIES))
+    parser.add_argument("--strategies", default=",".join(d.STRATEGIES),
+                        help="comma-separated strategies for every arm of ours, or 'arm:strategy' for one arm alone "
+                             "(pattern-ends,cold:pattern-ties)")
     parser.add_argument("--seeds", default=",".join(map(str, d.SEEDS)))
     parser.add_argument("--helion-seeds", default=",".join(map(str, d.HELION_SEEDS)))
     parser.add_argument("--seconds", type=seconds_option, default=d.SECONDS,
@@ -315,11 +368,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     listed = (lambda text: tuple(x.strip() for x in text.split(",") if x.strip()))  # noqa: E731
     shipped = None if args.shipped.lower() in ("", "none") else Path(args.shipped)
-    plan = select(Plan(strategies=listed(args.strategies), seeds=tuple(map(int, listed(args.seeds))),
+    plan = select(Plan(seeds=tuple(map(int, listed(args.seeds))),
                        helion_seeds=tuple(map(int, listed(args.helion_seeds))),
                        seconds=d.SECONDS if args.seconds == TARGET else args.seconds,
                        limit_to_target=args.seconds == TARGET,
                        budget=args.budget, shipped=shipped, again=args.again), listed(args.shapes), listed(args.arms))
+    plan = with_strategies(plan, listed(args.strategies))
     args.db.parent.mkdir(parents=True, exist_ok=True)
     options = ExperimentOptions(folder=Path(__file__).parent, db=args.db, out=Path(__file__).parent / "report",
                                 shipped=shipped, again=args.again,
@@ -330,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         with without_study(shipped) as seed_data:
             jobs = pending_jobs(replace(plan, seed_data=seed_data), args.db, console)
+            if len(phases(plan)) > 1:
+                console.print("Helion quick's runs come first: our arms' search limits are read once they are "
+                              "recorded (below, from what is recorded now)")
+                jobs.sort(key=lambda job: not isinstance(job, HelionQuickJob))
             for job in jobs:
                 console.print(job.describe() + ("" if job.expected_s is None else f" (about {job.expected_s:.0f} s)"))
             known = [job.expected_s for job in jobs if job.expected_s is not None]
@@ -344,7 +402,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 if __name__ == "__main__":
     from autotune.cache_schema import CacheError
     from autotune.commands.experiment import EXIT_DEADLINE
-    from autotune.experiment import DeadlineReached
 
     try:
         main()
