@@ -347,3 +347,11 @@ def record_fake_session(task: TuningTask, path: Path, *, strategy: str, budget: 
     outcome = Session(task, FakeEvaluator(hashed_cost, baselines={"torch.softmax": 0.2}), strat, settings, db).run()
     db.close()
     return outcome.session_id
+
+
+@pytest.fixture(scope="module")
+def heldout_db(tmp_path_factory) -> Path:
+    """The held-out experiment's recorded fixture (tests/heldout_records.py), once per module."""
+    from heldout_records import record_study
+
+    return record_study(tmp_path_factory.mktemp("heldout") / "heldout.db")
