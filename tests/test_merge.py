@@ -46,6 +46,7 @@ def test_merge_renumbers_sessions_keeps_every_row_and_is_idempotent(tmp_path, tr
     before_home, before_away = _counts(home), _counts(away)
 
     assert main(["merge", str(away), "--into", str(home)]) == 0
+    assert _counts(away) == before_away  # the database merged from is only read
     after = _counts(home)
     assert after[0] == before_home[0] + 1  # only the session home did not have
     away_only = sqlite3.connect(away).execute("SELECT COUNT(*) FROM evaluations WHERE session_id = 2").fetchone()[0]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
-import shutil
 from pathlib import Path
 
 import pytest

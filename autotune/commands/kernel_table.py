@@ -20,7 +20,6 @@ from autotune.errors import UserError
 
 
 def _table(args: argparse.Namespace):
-    from autotune.cache import Cache
     from autotune.config_table import ConfigTable
     from autotune.kernel_loader import resolve_kernel
 

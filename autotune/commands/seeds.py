@@ -21,7 +21,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from autotune.commands import add_task_arguments
-from autotune.errors import UserError
 
 NAME = "seeds"
 

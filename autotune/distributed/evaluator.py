@@ -21,7 +21,6 @@ import contextlib
 import uuid
 from typing import Any, Callable, Iterator, Sequence
 
-from autotune.cache import Cache
 from autotune.distributed import on_worker
 from autotune.distributed.stream import ClusterStream, Failed, run_on_cluster
 from autotune.types import Candidate, Result, Status

@@ -8,7 +8,6 @@ STUDY`; `arm`, `strategy` and `seed` in the same tags say which run a session is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 STUDY = "heldout"
 

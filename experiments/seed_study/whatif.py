@@ -124,7 +124,6 @@ def recorded_by_tiles(cache: Any, session: dict[str, Any]) -> dict[Tiles, Any]:
 def compare(db: Path, dtype: str, values: dict[str, Any],
             results: list[data.CellResult] | None = None) -> list[Comparison]:
     """One comparison per recorded cell (`results`: the cells already read from `db`)."""
-    from autotune.cache import Cache
     from autotune.databases import open_for_reading
 
     results = data.load_study(db, dtype) if results is None else results
