@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import statistics
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -56,7 +57,8 @@ def test_with_seconds_target_helion_quick_runs_first_and_our_arms_after_it():
     assert runner.phases(helion_alone) == [helion_alone]
 
 
-def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineReached]) -> None:
+def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineReached],
+                  deadline_at: float | None = None) -> None:
     """runner.execute with the GPU's parts replaced: each phase's planning and running logged."""
     import autotune.tuning
 
@@ -75,7 +77,7 @@ def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineR
 
     monkeypatch.setattr(runner, "pending_jobs", pending)
     monkeypatch.setattr(runner, "execute_jobs", execute_jobs)
-    runner.execute(plan, ExperimentOptions(folder=None, db=None, out=None), QUIET)
+    runner.execute(plan, ExperimentOptions(folder=None, db=None, out=None, deadline_at=deadline_at), QUIET)
 
 
 def test_our_arms_are_planned_once_helion_quicks_runs_have_run(monkeypatch):
@@ -105,6 +107,15 @@ def test_runs_left_out_of_one_phase_do_not_stop_the_next_but_the_deadline_does(m
         _execute_with(monkeypatch, plan, ran, {(d.HELION_QUICK,): DeadlineReached("helion 1", ["helion 2"])})
     assert ran == [("planned", (d.HELION_QUICK,)), ("ran", (d.HELION_QUICK,))]
     assert reached.value.interrupted == "helion 1" and reached.value.not_started == ("helion 2",)
+    # the deadline passed between two runs: our arms' runs are listed as not started, and the
+    # fork server is not warmed for runs that will not start
+    ran = []
+    with pytest.raises(DeadlineReached) as reached:
+        _execute_with(monkeypatch, plan, ran, {(d.HELION_QUICK,): DeadlineReached(not_started=["helion 2"]),
+                                               (d.COLD,): DeadlineReached(not_started=["cold 1"])},
+                      deadline_at=time.monotonic() - 1)
+    assert ("warm up",) not in ran and ("ran", (d.COLD,)) in ran
+    assert reached.value.not_started == ("helion 2", "cold 1")
 
 
 def test_the_dry_run_lists_helion_quicks_runs_first_with_seconds_target(tmp_path, capsys):

@@ -64,8 +64,6 @@ class Plan:
     seed_data: Path | None = None
 
 
-
-
 def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[Problem, list[str]] | None = None,
               limits: Mapping[tuple[Problem, str], TargetLimit] | None = None) -> list[Job]:
     """Every job of the plan not yet recorded, Helion quick first at each problem; our arms'
@@ -225,7 +223,8 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
         for phase in phases(replace(plan, seed_data=seed_data)):
             jobs = pending_jobs(phase, options.db, console)
             arm_jobs = [job for job in jobs if isinstance(job, ArmJob)]
-            if arm_jobs:
+            past_deadline = options.deadline_at is not None and time.monotonic() >= options.deadline_at
+            if arm_jobs and not past_deadline:  # past it, execute_jobs says what was not started
                 warm_up(console, [job.problem for job in arm_jobs])
             try:
                 execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
