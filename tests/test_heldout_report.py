@@ -23,7 +23,7 @@ from autotune.task import bind_live
 from experiments.heldout import analysis
 from experiments.heldout import definition as d
 from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
-from experiments.heldout.report import helion_spread, in_short
+from experiments.heldout.report import as_json, helion_spread, in_short
 from experiments.heldout.data import EARLIER, EARLIER_SEEDS, load_every_run, load_runs, superseded
 from search_spaces.space import canonical_json
 
@@ -321,6 +321,7 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
         verdict("matmul cells", "heuristic seed within 5% of the best found", ["x"], missed=["y"]),
         verdict(f"{d.COLD} pattern-full{LATER_STRATEGY_SUBJECT}", subset, [], unmeasured=["h", "i"]),  # none yet
         verdict(f"{d.WARM_HEURISTIC} pattern (earlier seeds){REVISED_SUBJECT}", subset, ["e"]),  # kept apart
+        verdict(f"{d.COLD} pattern-reach", every, ["a"], missed=["b"], unmeasured=["c", "d"]),
     ]
     picked = dict(analysis.headline(judged))
     assert picked["cold"] is judged[1]
@@ -330,6 +331,12 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
     text = "\n".join(in_short(judged))
     assert f"| cold | {d.COLD} pattern-ends | **not met** (met at 3 of 4) | d | - | {every} |" in text
     assert "| warm from the cache | - | nothing recorded |" in text
+    # Beside the headline: a strategy met wherever it ran so far, not yet run everywhere; never one
+    # that missed, one with nothing met, the headline itself, or runs kept apart.
+    assert analysis.unbeaten(judged) == [("warm", judged[5])]
+    assert as_json([], judged)["unbeaten"] == [{"target": "warm", "subject": f"{d.WARM_HEURISTIC} pattern"}]
+    assert (f"Still able to meet its target (met at every shape measured so far): {d.WARM_HEURISTIC} pattern "
+            "(warm: met at 1, not yet measured at 3).") in text
     # Each change on the shapes declared after it, where any was measured; runs kept apart never.
     changes = text.split("Each change judged only where it was not fitted")[1]
     assert [line.split(" | ")[0] for line in changes.splitlines() if line.startswith(f"| {d.COLD}")] == [

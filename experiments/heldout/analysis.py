@@ -462,6 +462,22 @@ def headline(judged: Sequence[Verdict]) -> list[tuple[str, Verdict | None]]:
     return best
 
 
+def unbeaten(judged: Sequence[Verdict]) -> list[tuple[str, Verdict]]:
+    """For each softmax target, the other present strategies of its arm that could still meet it:
+    met at every shape measured so far, with shapes not yet measured.  The headline shows the
+    strategy met at the most shapes, which may already have missed where one run at fewer has not."""
+    present = [v for v in judged if not v.of_runs_kept_apart]
+    picked = dict(headline(judged))
+    found = []
+    for name, arm in ISSUE_TARGETS:
+        if arm is None:
+            continue
+        found += [(name, v) for v in present
+                  if v.subject.startswith(f"{arm} ") and "every softmax shape" in v.target and v is not picked[name]
+                  and v.met_at and v.unmeasured and not v.missed_at]
+    return found
+
+
 THIRD_SUBJECT = "matmul cells declared after the rule's third revision"
 THIRD_FIRST_SUBJECT = THIRD_SUBJECT + ", its first seed alone"
 HOST_SUBJECT = "matmul cells declared after the rule's second revision, by its seeds"
