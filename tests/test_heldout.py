@@ -18,6 +18,7 @@ from autotune.task import bind_live
 from conftest import REPO, hashed_cost
 from experiments.heldout import analysis
 from experiments.heldout import definition as d
+from experiments.heldout import verdicts
 from experiments.heldout import runner
 from experiments.heldout.report import as_json, superseded_section
 from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, load_every_run, load_runs, recorded_keys, run_key,
@@ -255,7 +256,7 @@ def test_matmul_runs_seeded_before_the_resident_rules_third_revision_are_kept_ap
     # The earlier figure reads the latest earlier version alone, never a median across two.
     assert summary.earlier_seed.runs == 1 and summary.earlier_seed.ms == second.rule_ms
     assert summary.best_run.session_id == first.session_id and summary.best_ms == pytest.approx(0.5 * RETIMED)
-    verdict = analysis._seed_target([summary], (problem,), "cells")
+    verdict = verdicts._seed_target([summary], (problem,), "cells")
     ratio = summary.seed.ms / summary.best_ms
     assert ratio > 1 + d.SEED_NEAR and verdict.details == [
         f"{problem.label}: fastest of 3 rule seeds {ratio:.3f}x the best found: not met"]

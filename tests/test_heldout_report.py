@@ -22,8 +22,9 @@ from autotune.kernels import get_kernel
 from autotune.task import bind_live
 from experiments.heldout import analysis
 from experiments.heldout import definition as d
-from experiments.heldout.analysis import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
+from experiments.heldout import verdicts
 from experiments.heldout.report import as_json, helion_spread, in_short
+from experiments.heldout.verdicts import LATER_STRATEGY_SUBJECT, REVISED_SUBJECT
 from experiments.heldout.data import EARLIER, EARLIER_SEEDS, load_every_run, load_runs, superseded
 from search_spaces.space import canonical_json
 
@@ -109,7 +110,7 @@ def test_the_report_is_written_from_the_database_alone(heldout_report):
 
 
 def test_verdicts_on_runs_kept_apart_are_listed_after_the_present_ones():
-    from experiments.heldout.analysis import Verdict
+    from experiments.heldout.verdicts import Verdict
     from experiments.heldout.report import render
 
     def verdict(subject: str) -> Verdict:
@@ -280,7 +281,7 @@ def test_helion_quicks_reference_is_the_median_over_its_runs_and_verdicts_say_ho
     assert finals == pytest.approx(sorted(ms * RETIMED for ms in picked_ms))
     assert summary.helion_ms == pytest.approx(statistics.median(finals))
     assert summary.helion_wall_s == pytest.approx(statistics.median(walls))
-    verdict = analysis._time_target([summary], d.COLD, "pattern", (problem,))
+    verdict = verdicts._time_target([summary], d.COLD, "pattern", (problem,))
     (detail,) = verdict.details
     assert f"of {statistics.median(walls) * d.COLD_WALL_SHARE:.1f} s allowed" in detail
     assert "Helion quick 3 runs)" in detail
@@ -308,7 +309,7 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
 
     def verdict(subject, target, met, missed=(), unmeasured=()):
         status = "not met" if missed else "met" if not unmeasured else f"not yet measured at {', '.join(unmeasured)}"
-        return analysis.Verdict(target, subject, status, [], list(met), list(missed), list(unmeasured))
+        return verdicts.Verdict(target, subject, status, [], list(met), list(missed), list(unmeasured))
 
     judged = [
         verdict(f"{d.COLD} pattern", every, ["a", "b"], missed=["c"]),
@@ -323,7 +324,7 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
         verdict(f"{d.WARM_HEURISTIC} pattern (earlier seeds){REVISED_SUBJECT}", subset, ["e"]),  # kept apart
         verdict(f"{d.COLD} pattern-reach", every, ["a"], missed=["b"], unmeasured=["c", "d"]),
     ]
-    picked = dict(analysis.headline(judged))
+    picked = dict(verdicts.headline(judged))
     assert picked["cold"] is judged[1]
     assert picked["warm"] is judged[6]  # met at as many, with fewer shapes not yet measured
     assert picked["warm from the cache"] is None
@@ -333,7 +334,7 @@ def test_in_short_gives_each_issue_target_for_the_arms_best_present_strategy():
     assert "| warm from the cache | - | nothing recorded |" in text
     # Beside the headline: a strategy met wherever it ran so far, not yet run everywhere; never one
     # that missed, one with nothing met, the headline itself, or runs kept apart.
-    assert analysis.unbeaten(judged) == [("warm", judged[5])]
+    assert verdicts.unbeaten(judged) == [("warm", judged[5])]
     assert as_json([], judged)["unbeaten"] == [{"target": "warm", "subject": f"{d.WARM_HEURISTIC} pattern"}]
     assert (f"Still able to meet its target (met at every shape measured so far): {d.WARM_HEURISTIC} pattern "
             "(warm: met at 1, not yet measured at 3).") in text

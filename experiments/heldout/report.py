@@ -19,14 +19,14 @@ from autotune.experiment import ExperimentOptions
 
 from . import definition as d
 from . import plots
-from .analysis import (ArmSummary, BudgetEnd, ProblemSummary, Verdict, budget_ends, headline, summarise, unbeaten,
-                       verdicts)
+from .analysis import ArmSummary, BudgetEnd, ProblemSummary, budget_ends, summarise
 from .data import (Key, Run, Unfinished, load_every_run, load_unfinished, search_rows, session_spaces, standing,
                    superseded)
 from .history import how_run
 from .isolation import other_kernels
 from .moves import cold_walks, moves_section
 from .stops import StoppedShort, stopped_short, stops_json, stops_section
+from .verdicts import Verdict, headline, unbeaten, verdicts
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
