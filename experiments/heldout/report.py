@@ -159,7 +159,8 @@ def in_short(judged: list[Verdict], summaries: Sequence[ProblemSummary] = ()) ->
 
 
 def _unbeaten(judged: Sequence[Verdict]) -> list[str]:
-    """'Still able to meet its target: cold pattern-ties (met at 3 shapes, 26 not yet measured)'."""
+    """The strategies the headline leaves out that have not missed yet: where the next runs can still
+    meet a target, which the headline alone (the most shapes met) does not say."""
     found = [f"{v.subject} ({name}: met at {len(v.met_at)}, not yet measured at {len(v.unmeasured)})"
              for name, v in unbeaten(judged)]
     return [f"Still able to meet its target (met at every shape measured so far): {'; '.join(found)}.", ""] \

@@ -127,35 +127,30 @@ ISSUE_TARGETS = (("cold", d.COLD), ("warm", d.WARM_HEURISTIC), ("warm from the c
                  ("matmul seeds", None))
 
 
+def _standing_for(judged: Sequence[Verdict], arm: str | None) -> list[Verdict]:
+    """The present verdicts that can stand for the target of `arm` (None: the matmul seed target):
+    each of the arm's strategies over every softmax shape.  Runs kept apart (an earlier version,
+    earlier seeds, another timing target) never stand for an arm."""
+    present = [v for v in judged if not v.of_runs_kept_apart]
+    if arm is None:
+        return [v for v in present if v.subject == "matmul cells"]
+    return [v for v in present if v.subject.startswith(f"{arm} ") and "every softmax shape" in v.target]
+
+
 def headline(judged: Sequence[Verdict]) -> list[tuple[str, Verdict | None]]:
     """For each of the issue's targets, its verdict over every softmax shape (or matmul cell) for the
-    arm's best present strategy: the most places met, then the fewest not yet measured.  Runs kept
-    apart (an earlier version, earlier seeds, another timing target) never stand for an arm."""
-    present = [v for v in judged if not v.of_runs_kept_apart]
-    best: list[tuple[str, Verdict | None]] = []
-    for name, arm in ISSUE_TARGETS:
-        if arm is None:
-            candidates = [v for v in present if v.subject == "matmul cells"]
-        else:
-            candidates = [v for v in present if v.subject.startswith(f"{arm} ") and "every softmax shape" in v.target]
-        best.append((name, max(candidates, key=lambda v: (len(v.met_at), -len(v.unmeasured)), default=None)))
-    return best
+    arm's best present strategy: the most places met, then the fewest not yet measured."""
+    return [(name, max(_standing_for(judged, arm), key=lambda v: (len(v.met_at), -len(v.unmeasured)), default=None))
+            for name, arm in ISSUE_TARGETS]
 
 
 def unbeaten(judged: Sequence[Verdict]) -> list[tuple[str, Verdict]]:
     """For each softmax target, the other present strategies of its arm that could still meet it:
     met at every shape measured so far, with shapes not yet measured.  The headline shows the
     strategy met at the most shapes, which may already have missed where one run at fewer has not."""
-    present = [v for v in judged if not v.of_runs_kept_apart]
     picked = dict(headline(judged))
-    found = []
-    for name, arm in ISSUE_TARGETS:
-        if arm is None:
-            continue
-        found += [(name, v) for v in present
-                  if v.subject.startswith(f"{arm} ") and "every softmax shape" in v.target and v is not picked[name]
-                  and v.met_at and v.unmeasured and not v.missed_at]
-    return found
+    return [(name, v) for name, arm in ISSUE_TARGETS if arm is not None for v in _standing_for(judged, arm)
+            if v is not picked[name] and v.met_at and v.unmeasured and not v.missed_at]
 
 
 THIRD_SUBJECT = "matmul cells declared after the rule's third revision"
