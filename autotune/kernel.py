@@ -157,17 +157,19 @@ class Kernel:
         """The problem shape a call's arguments stand for (what configs are looked up by)."""
         return tuple(int(d) for d in self.shape_of(*args))
 
-    def compile_without_launch(self, native: Mapping[str, Any], inputs: Inputs, bound: Any = None) -> None:
+    def compile_without_launch(self, native: Mapping[str, Any], inputs: Inputs, bound: Any = None) -> Any:
         """Compile every Triton kernel one call with `native` would launch, launching none:
         what a compile worker does while another process may be timing on the GPU.
-        `bound` is the Helion kernel bound to `inputs` (bound here when not given)."""
+        `bound` is the Helion kernel bound to `inputs` (bound here when not given).  Returns,
+        for a Helion kernel, where the generated host function lives (a `GeneratedModule`,
+        which the benchmark worker loads instead of generating the code again); else None."""
         from autotune.kernels import compile_only
 
         if self.family == "helion":
-            compile_only.compile_helion(bound or self.helion_kernel.bind(inputs), dict(native), inputs)
-            return
+            return compile_only.compile_helion(bound or self.helion_kernel.bind(inputs), dict(native), inputs)
         with compile_only.triton_launches_compile_only():
             self.triton_launch(dict(native), *inputs)
+        return None
 
     def source_text(self) -> str:
         """The text that fingerprints the kernel: a measurement is reused only for the same text."""

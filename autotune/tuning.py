@@ -212,6 +212,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             compile_timeout_factor=request.compile_timeout_factor, set_up=set_up,
             build_ahead=_builds_ahead() if settings.mode == "gpu" else None,
             early_setups=_early_setups() if settings.mode == "gpu" else None,
+            build_from_worker=_builds_from_worker() if settings.mode == "gpu" else None,
             experiment=dict(request.experiment), workers=request.workers,
             replay=getattr(evaluator, "replay_note", None), thread_limit=thread_limit_option(request.thread_limit))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
@@ -244,6 +245,14 @@ def _builds_ahead() -> bool:
     from autotune.evaluators import gpu_generation
 
     return gpu_generation.BUILD_AHEAD
+
+
+def _builds_from_worker() -> bool:
+    """Whether the benchmark worker loads a Helion config's host function as a compile worker
+    generated it, rather than generating it again (recorded for the same reason)."""
+    from autotune.evaluators import generated_module
+
+    return generated_module.BUILD_FROM_WORKER
 
 
 def _early_setups() -> bool:

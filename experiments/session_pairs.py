@@ -60,7 +60,7 @@ def random_sessions(db: Path) -> tuple[list[dict[str, Any]], dict[int, list[Any]
 
     cache = open_for_reading(db)
     try:
-        sessions = [s for s in reversed(cache.sessions(limit=1000)) if s["strategy"] == "random"]
+        sessions = [s for s in reversed(cache.sessions(limit=cache.session_count())) if s["strategy"] == "random"]
         rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in sessions}
     finally:
         cache.close()

@@ -3,6 +3,7 @@
 A candidate's native config says how its fake compile/run behaves: {"behaviour": "ok" |
 "compile_error" | "oor" | "hang_compile" | "hang_run" | "crash_compile" | "crash_run" | "nan",
 "ms": float, and optionally "compile_s", "run_s", "bench_s": seconds each step sleeps}.
+A fake compile reports `generated_module_for(key)` as the module it generated.
 
 With FAKE_GPU_LOG set (inherited by the spawned workers), every step that would use the GPU
 in a real worker (a compile worker's set-up and smoke run, a benchmark) appends one line
@@ -80,8 +81,13 @@ def _compile(conn, key: str, native: dict[str, Any]) -> bool:
         status = "compile_error" if behaviour == "compile_error" else "out_of_resources"
         conn.send(("failed", key, status, text, 0.01))
         return False
-    conn.send(("compiled", key, 0.05))
+    conn.send(("compiled", key, 0.05, generated_module_for(key)))
     return True
+
+
+def generated_module_for(key: str) -> tuple[str, str]:
+    """What a fake compile reports as the config's generated module (a real one: a file and a name)."""
+    return (f"/generated/{key}.py", "host")
 
 
 def _run(conn, key: str, native: dict[str, Any]) -> None:
@@ -116,6 +122,9 @@ def bench_target(conn, init) -> None:
             _log("bench", key, start)
             if following and following[0]:  # the config the parent says comes next (the real worker builds it)
                 _log("next", f"{key}>{following[0][0]}", start)
+                _log("nextgenerated", f"{following[0][0]}>{following[0][2][0]}", start)
+            if len(following) > 1:  # the module the config's compile generated (the real worker loads it)
+                _log("generated", f"{key}>{following[1][0]}", start)
         if kind == "config" and payload.get("behaviour") == "nan":
             conn.send({"key": key, "status": "wrong_result", "error": "relative error inf over tolerance 0.005"})
         elif kind == "config":

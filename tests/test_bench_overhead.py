@@ -1,6 +1,6 @@
 """experiments.bench_overhead's report, on fake sessions of the same configs that differ the way
-the variants do: building ahead lowers each config's benchmark time, a shorter timing target
-makes the timings noisier."""
+the variants do: building ahead and loading the compile workers' code lower each config's
+benchmark time, a shorter timing target makes the timings noisier."""
 
 from __future__ import annotations
 
@@ -52,19 +52,21 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tmp_path):
     db = tmp_path / "overhead.db"
-    baseline, ahead, short = bench_overhead.VARIANTS
+    baseline, ahead, short, loaded = bench_overhead.VARIANTS
     # an older session, recorded before the switch was: it matches no variant
     _session(db, triton_task, {"timing_target_ms": 250.0}, CostedEvaluator(0.5))
     _session(db, triton_task, {"build_ahead": False, "timing_target_ms": 250.0}, CostedEvaluator(0.3))
     _session(db, triton_task, {"build_ahead": True, "timing_target_ms": 250.0}, CostedEvaluator(0.2))
-    _session(db, triton_task, {"build_ahead": True, "timing_target_ms": short.timing_ms},
+    _session(db, triton_task, {"build_ahead": True, "timing_target_ms": short.timing_ms, "build_from_worker": False},
              CostedEvaluator(0.1, noise=0.5))
+    _session(db, triton_task, {"build_ahead": True, "timing_target_ms": short.timing_ms, "build_from_worker": True},
+             CostedEvaluator(0.04, noise=0.5))
     text = bench_overhead.report(db)
     rows = _rows(text)
-    assert list(rows) == [baseline.name, ahead.name, short.name]
+    assert list(rows) == [baseline.name, ahead.name, short.name, loaded.name]
     sessions, _ = random_sessions(db)
     by_id = {s["id"]: s for s in sessions}
-    for name, bench_s in ((baseline.name, 0.3), (ahead.name, 0.2), (short.name, 0.1)):
+    for name, bench_s in ((baseline.name, 0.3), (ahead.name, 0.2), (short.name, 0.1), (loaded.name, 0.04)):
         row = rows[name]
         measured = BUDGET + 1  # and the default config, measured free of the budget
         assert row[1] == row[2] == str(measured)  # every config ran correctly
@@ -83,8 +85,9 @@ def test_a_database_without_the_variants_is_refused_in_one_line(triton_task, tmp
         bench_overhead.report(db)
 
 
-def test_the_switch_is_kept_in_the_stored_options_even_when_off():
-    stored = SessionOptions(build_ahead=False).to_record()
-    assert stored["build_ahead"] is False
-    assert SessionOptions.from_record(stored)["build_ahead"] is False
-    assert "build_ahead" not in SessionOptions().to_record()  # replay and interpreter sessions: not said
+@pytest.mark.parametrize("switch", ["build_ahead", "build_from_worker"])
+def test_the_switch_is_kept_in_the_stored_options_even_when_off(switch):
+    stored = SessionOptions(**{switch: False}).to_record()
+    assert stored[switch] is False
+    assert SessionOptions.from_record(stored)[switch] is False
+    assert switch not in SessionOptions().to_record()  # replay and interpreter sessions: not said

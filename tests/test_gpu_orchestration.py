@@ -196,6 +196,23 @@ def test_building_ahead_can_be_turned_off_for_comparisons(tmp_path, monkeypatch)
     assert len(intervals["bench"]) == 8 and "next" not in intervals
 
 
+def test_each_config_is_timed_with_the_module_its_own_compile_generated(tmp_path, monkeypatch):
+    log = tmp_path / "gpu.log"
+    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+    gpu = fake_evaluator(3)
+    try:
+        configs = [candidate(f"g{i}", compile_s=0.02 * (i % 3), bench_s=0.04) for i in range(12)]
+        assert all(r.ok for r in gpu.evaluate(configs))
+    finally:
+        gpu.close()
+    intervals = read_log(log)
+    expected = {f"g{i}": fake_gpu_workers.generated_module_for(f"g{i}")[0] for i in range(12)}
+    for kind in ("generated", "nextgenerated"):  # with the config's request, and with the one naming it next
+        pairs = [key.split(">") for key, _, _ in intervals[kind]]
+        assert pairs and all(expected[config] == path for config, path in pairs)
+    assert len(intervals["generated"]) == 12
+
+
 def test_a_runner_built_ahead_is_used_once_for_its_own_config_and_a_failed_build_fails_then():
     from autotune.evaluators.gpu_worker import NextRunner, _BuildError
 

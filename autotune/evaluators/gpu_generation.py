@@ -34,6 +34,16 @@ class _Job:
     stage: str
     deadline: float | None  # none while it waits for its grant: the wait is ours, not the config's
     compile_s: float | None = None
+    generated: Any = None  # where its compile left the generated host function (generated_module.py)
+
+
+@dataclass
+class _Ran:
+    """A config that ran once and waits to be timed."""
+
+    candidate: Candidate
+    compile_s: float | None
+    generated: Any = None
 
 
 @dataclass
@@ -67,7 +77,7 @@ class Generation:
         self.pending: deque[Candidate] = deque(candidates)
         self.jobs: dict[int, _Job] = {}  # compile worker index -> its config
         self.to_grant: list[int] = []  # compiled, waiting for the GPU, in the order they compiled
-        self.to_bench: deque[tuple[Candidate, float | None]] = deque()  # ran, in the order they ran
+        self.to_bench: deque[_Ran] = deque()  # ran, in the order they ran
         self.bench_job: _BenchJob | None = None
         self.setup_failures: list[str] = []
 
@@ -123,18 +133,18 @@ class Generation:
             self.bench.start()
         if self.bench.state != READY:
             return  # booting: its conn is watched
-        candidate, compile_s = self.to_bench.popleft()
+        ran = self.to_bench.popleft()
         # the config timed after this one, if known: the worker builds it while the GPU times this one
-        upcoming = (self.to_bench[0][0].key, dict(self.to_bench[0][0].native)) if self.to_bench and BUILD_AHEAD \
-            else None
+        after = self.to_bench[0] if self.to_bench and BUILD_AHEAD else None
+        upcoming = (after.candidate.key, dict(after.candidate.native), after.generated) if after else None
         try:
-            self.bench.conn.send(("config", candidate.key, dict(candidate.native), upcoming))
+            self.bench.conn.send(("config", ran.candidate.key, dict(ran.candidate.native), upcoming, ran.generated))
         except OSError:  # it died while idle: replace it, the config waits
             self.bench.restart()
-            self.to_bench.appendleft((candidate, compile_s))
+            self.to_bench.appendleft(ran)
             return
         now = time.monotonic()
-        self.bench_job = _BenchJob(candidate, compile_s, now, now + self.bench_timeout_s)
+        self.bench_job = _BenchJob(ran.candidate, ran.compile_s, now, now + self.bench_timeout_s)
 
     # -- compile workers ---------------------------------------------------------------------
     def _tend_compilers(self) -> Iterator[Result]:
@@ -182,10 +192,11 @@ class Generation:
         kind = message[0]
         if kind == "compiled":
             job.stage, job.compile_s, job.deadline = WAITING, message[2], None
+            job.generated = message[3] if len(message) > 3 else None
             self.to_grant.append(index)
         elif kind == "ran":
             self._drop(index)
-            self.to_bench.append((job.candidate, job.compile_s))
+            self.to_bench.append(_Ran(job.candidate, job.compile_s, job.generated))
         elif kind == "failed":
             self._drop(index)
             _, key, status, error, seconds = message
@@ -214,8 +225,8 @@ class Generation:
             self.bench.poll()
         except WorkerSetupError as error:  # the next config to time pays; the next attempt restarts it
             if self.to_bench:
-                candidate, compile_s = self.to_bench.popleft()
-                yield Result(key=candidate.key, status=Status.CRASH, compile_s=compile_s, error=str(error))
+                ran = self.to_bench.popleft()
+                yield Result(key=ran.candidate.key, status=Status.CRASH, compile_s=ran.compile_s, error=str(error))
 
     def _on_bench_reply(self) -> Result:
         job, self.bench_job = self.bench_job, None

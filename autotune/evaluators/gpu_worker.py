@@ -57,11 +57,22 @@ def default_native(spec: Any, bound: Any, shape: tuple[int, ...], dtype: Any) ->
     return dict(spec.triton_space(shape, dtype).default)
 
 
-def build_runner(spec: Any, bound: Any, native: dict[str, Any]) -> Callable[[tuple], Any]:
-    """A callable computing the kernel with one config (compiles lazily on first call)."""
+def build_runner(spec: Any, bound: Any, native: dict[str, Any], generated: Any = None) -> Callable[[tuple], Any]:
+    """A callable computing the kernel with one config (compiles lazily on first call).
+    `generated`: where a compile worker's code generation left this config's host function
+    (generated_module.py); loaded from there unless switched off, else generated here."""
     if spec.family == "helion":
         import helion
 
+        from autotune.evaluators import generated_module
+
+        if generated is not None and generated_module.BUILD_FROM_WORKER:
+            try:
+                loaded = generated_module.load_generated(generated_module.GeneratedModule(*generated))
+            except Exception:  # noqa: BLE001 - a file gone or unreadable: generate it here instead
+                pass
+            else:
+                return lambda inputs: loaded(*inputs)
         compiled = bound.compile_config(helion.Config.from_dict(dict(native)), allow_print=False)
         return lambda inputs: compiled(*inputs)
     return lambda inputs: spec.triton_launch(dict(native), *inputs)
@@ -189,7 +200,8 @@ def _is_float_tensor(x: Any) -> bool:
 
 def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
     """Requests: (key, native) to compile, then ("run", key) once granted; None stops.
-    Replies: ("compiled", key, seconds), ("ran", key), ("failed", key, status, error, seconds)."""
+    Replies: ("compiled", key, seconds, generated module or None), ("ran", key),
+    ("failed", key, status, error, seconds)."""
     import torch
 
     torch.set_num_threads(1)  # many compile workers share the cores; compilation is what needs them
@@ -213,7 +225,7 @@ def _compile(conn: Connection, state: _State, key: str, native: dict[str, Any]) 
     """Compile without launching; the seconds it took, or None after reporting a failure."""
     started = time.perf_counter()
     try:
-        state.spec.compile_without_launch(native, state.inputs, bound=state.bound)
+        generated = state.spec.compile_without_launch(native, state.inputs, bound=state.bound)
     except BaseException as error:  # noqa: BLE001
         status = classify_exception(error, phase="compile")
         conn.send(("failed", key, status.value, short_error(error), time.perf_counter() - started))
@@ -221,7 +233,7 @@ def _compile(conn: Connection, state: _State, key: str, native: dict[str, Any]) 
             os._exit(3)  # the CUDA context may be unusable
         return None
     compile_s = time.perf_counter() - started
-    conn.send(("compiled", key, compile_s))
+    conn.send(("compiled", key, compile_s, tuple(generated) if generated is not None else None))
     return compile_s
 
 
@@ -250,10 +262,10 @@ def _smoke_run(conn: Connection, state: _State, key: str, native: dict[str, Any]
 class NextRunner:
     """One config's runner, built ahead while the GPU works through the timing before it.
 
-    Building a Helion config (code generation and import) is CPU work of about a tenth of a
-    second; done between two timings it kept the GPU idle.  A config request may name the
-    config the parent will send next; its runner is built once the current timing's calls are
-    queued (`time_gpu(while_queued=...)`).  A build that failed fails when its config is asked
+    Building a Helion config (code generation and import, or the import alone of what a
+    compile worker generated) is CPU work; done between two timings it kept the GPU idle.  A
+    config request may name the config the parent will send next; its runner is built once
+    the current timing's calls are queued (`time_gpu(while_queued=...)`).  A build that failed fails when its config is asked
     for, exactly as it would have then.  A request's bench_s includes the next config's build
     where that outlasts the GPU's queue."""
 
@@ -262,27 +274,30 @@ class NextRunner:
         self._slot: tuple[str, Any] | None = None  # (key, runner or the _BuildError it raised)
         self.ahead_s = 0.0  # how long the last build ahead took (AUTOTUNE_PROFILE_BENCH prints it)
 
-    def prepare(self, key: str, native: Any) -> None:
+    def prepare(self, key: str, job: Any) -> None:
+        """Build `job` (what `build` takes) for the config `key` now."""
         started = time.perf_counter()
         try:
-            self._slot = (key, self._build(native))
+            self._slot = (key, self._build(job))
         except _BuildError as error:
             self._slot = (key, error)
         self.ahead_s = time.perf_counter() - started
 
-    def take(self, key: str, native: Any) -> Callable[[tuple], Any]:
+    def take(self, key: str, job: Any) -> Callable[[tuple], Any]:
         """The runner of `key`: the one built ahead when it is that config's, else built now."""
         slot, self._slot = self._slot, None
         if slot is None or slot[0] != key:
-            return self._build(native)
+            return self._build(job)
         if isinstance(slot[1], _BuildError):
             raise slot[1]
         return slot[1]
 
 
 def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
-    """Requests: ("config", key, native[, (next key, next native)]), ("baseline", name, name),
-    ("copy", key, None), ("rebench", key, [(key, native), ...]).  One reply (a dict) per request."""
+    """Requests: ("config", key, native[, (next key, next native[, its generated module]),
+    generated module]), ("baseline", name, name), ("copy", key, None), ("rebench", key,
+    [(key, native), ...]).  One reply (a dict) per request.  A generated module (a compile
+    worker's, see generated_module.py) may be None."""
     state = _setup(conn, init, then=prepare_reference)
     if state is None:
         return
@@ -293,13 +308,14 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
     tolerance = timing.tolerance_for(state.dtype)
     options = init.timing or timing.TimingOptions()
     fastest_ms: float | None = None  # of the configs timed here: clearly slower ones stop at the estimate
-    ahead = NextRunner(lambda native: _runner_for(state, "config", native))
+    ahead = NextRunner(lambda job: _runner_for(state, "config", *job))  # job: (native, generated module)
     while True:
         message = conn.recv()
         if message is None:
             return
         kind, key, payload, *following = message
-        upcoming = following[0] if following else None
+        upcoming = _as_job(following[0]) if following and following[0] else None
+        generated = following[1] if len(following) > 1 else None
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
             if kind == "copy":  # the bandwidth reference: a device-to-device copy of the input
@@ -308,7 +324,8 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
             elif kind == "rebench":
                 reply = {"status": Status.OK.value, "samples": _rebench(state, timing, payload, options)}
             else:
-                runner = ahead.take(key, payload) if kind == "config" else _runner_for(state, kind, payload)
+                runner = ahead.take(key, (payload, generated)) if kind == "config" \
+                    else _runner_for(state, kind, payload)
                 built = time.perf_counter()
                 prepare = (lambda: ahead.prepare(*upcoming)) if upcoming else None
                 reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options,
@@ -335,15 +352,21 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
         conn.send(reply)
 
 
+def _as_job(upcoming: tuple) -> tuple[str, tuple[Any, Any]]:
+    """(next key, next native[, its generated module]) as NextRunner.prepare's (key, job)."""
+    key, native, *generated = upcoming
+    return key, (native, generated[0] if generated else None)
+
+
 class _BuildError(Exception):
     """Building the callable failed (a compile-phase failure)."""
 
 
-def _runner_for(state: _State, kind: str, payload: Any) -> Callable[[tuple], Any]:
+def _runner_for(state: _State, kind: str, payload: Any, generated: Any = None) -> Callable[[tuple], Any]:
     try:
         if kind == "baseline":
             return state.spec.baselines[payload]
-        return build_runner(state.spec, state.bound, payload)
+        return build_runner(state.spec, state.bound, payload, generated)
     except BaseException as error:  # noqa: BLE001
         raise _BuildError(str(error)) from error
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
+from autotune.evaluators.generated_module import GeneratedModule, generated_module_of
+
 
 def compile_only_launcher(triton_kernel: Any, grid: tuple[int, ...], *args: Any, num_warps: int, num_stages: int,
                           launch_cooperative_grid: bool = False, ptx_options: str | None = None,
@@ -39,12 +41,14 @@ def compile_only_launcher(triton_kernel: Any, grid: tuple[int, ...], *args: Any,
                              launch_cooperative_grid=launch_cooperative_grid, **options)
 
 
-def compile_helion(bound: Any, native: dict[str, Any], inputs: tuple) -> None:
-    """Generate the host function for `native` (cached by `bound`) and compile its kernels."""
+def compile_helion(bound: Any, native: dict[str, Any], inputs: tuple) -> GeneratedModule | None:
+    """Generate the host function for `native` (cached by `bound`) and compile its kernels;
+    where the generated function lives, for another process to load it without generating it."""
     import helion
 
     compiled = bound.compile_config(helion.Config.from_dict(dict(native)), allow_print=False)
     compiled(*inputs, _launcher=compile_only_launcher)
+    return generated_module_of(compiled)
 
 
 def _launch_classes() -> list[type]:
