@@ -23,6 +23,7 @@ session of each variant), compares configs per second, benchmark seconds per con
 whether the fastest configs are the same as under the baseline variant.
 
     python -m experiments.bench_overhead --db runs/bench_overhead.db           # GPU: sessions, report
+    python -m experiments.bench_overhead --db runs/bench_overhead.db --variants 3,4   # two of them
     python -m experiments.bench_overhead --db runs/bench_overhead.db --report  # the report only
 """
 
@@ -101,12 +102,27 @@ def _fastest(times: dict[str, float], count: int = 10) -> list[str]:
     return sorted(times, key=times.__getitem__)[:count]
 
 
+def _chosen(text: str, parser: Any) -> list[Variant]:
+    """The variants named by number (1-based, in VARIANTS' order); a bad list is refused in one line."""
+    try:
+        numbers = [int(part) for part in text.split(",")]
+    except ValueError:
+        numbers = []
+    if not numbers or any(not 1 <= n <= len(VARIANTS) for n in numbers):
+        parser.error(f"--variants {text!r}: give numbers from 1 to {len(VARIANTS)}, comma-separated")
+    return [VARIANTS[n - 1] for n in numbers]
+
+
 def main() -> None:
     parser = pair_parser(__doc__, budget=96, seed=31, report="bench_overhead.md")
+    parser.add_argument("--variants", default=",".join(str(i) for i in range(1, len(VARIANTS) + 1)),
+                        help="which variants to run, by their number in the report's order (e.g. 3,4: the "
+                             "last two alone, side by side)")
     args = parser.parse_args()
+    chosen = _chosen(args.variants, parser)
     if not args.report:
-        run_pair(args.db, [*random_search(args), "--compile-timeout", "20"], [v.arguments() for v in VARIANTS],
-                 [v.environment() for v in VARIANTS])
+        run_pair(args.db, [*random_search(args), "--compile-timeout", "20"], [v.arguments() for v in chosen],
+                 [v.environment() for v in chosen])
     write_report(report(args.db), args.out)
 
 

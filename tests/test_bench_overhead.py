@@ -91,3 +91,14 @@ def test_the_switch_is_kept_in_the_stored_options_even_when_off(switch):
     assert stored[switch] is False
     assert SessionOptions.from_record(stored)[switch] is False
     assert switch not in SessionOptions().to_record()  # replay and interpreter sessions: not said
+
+
+def test_variants_are_chosen_by_number_and_a_bad_list_is_refused(capsys):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="bench_overhead")
+    assert bench_overhead._chosen("3,4", parser) == list(bench_overhead.VARIANTS[2:4])
+    for bad in ("0", str(len(bench_overhead.VARIANTS) + 1), "x", ""):
+        with pytest.raises(SystemExit):
+            bench_overhead._chosen(bad, parser)
+        assert "--variants" in capsys.readouterr().err
