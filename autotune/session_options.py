@@ -51,7 +51,7 @@ class SessionOptions(Mapping):
     compile_timeout_factor: float = 10.0
     build_ahead: bool | None = None  # GPU sessions: whether the benchmark worker built the next config ahead
     early_setups: bool | None = None  # GPU sessions: whether all compile workers set up at the evaluator's start
-    build_from_worker: bool | None = None  # GPU sessions: whether Helion configs were loaded as compile workers generated them
+    build_from_worker: bool | None = None  # GPU sessions: whether Helion configs were loaded as compiled
     thread_limit: bool | None = None  # False: a Helion space without our elements-per-thread limit (None: with it)
     fresh: bool = False
     generation_size: int | None = None

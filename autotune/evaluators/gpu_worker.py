@@ -265,9 +265,9 @@ class NextRunner:
     Building a Helion config (code generation and import, or the import alone of what a
     compile worker generated) is CPU work; done between two timings it kept the GPU idle.  A
     config request may name the config the parent will send next; its runner is built once
-    the current timing's calls are queued (`time_gpu(while_queued=...)`).  A build that failed fails when its config is asked
-    for, exactly as it would have then.  A request's bench_s includes the next config's build
-    where that outlasts the GPU's queue."""
+    the current timing's calls are queued (`time_gpu(while_queued=...)`).  A build that
+    failed fails when its config is asked for, exactly as it would have then.  A request's
+    bench_s includes the next config's build where that outlasts the GPU's queue."""
 
     def __init__(self, build: Callable[[Any], Callable[[tuple], Any]]) -> None:
         self._build = build
