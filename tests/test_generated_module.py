@@ -1,12 +1,14 @@
 """The benchmark worker loads a Helion config's host function from the file a compile worker's
 code generation wrote (autotune/evaluators/generated_module.py), checked on the CPU under the
-Triton interpreter: the loaded function computes what the generated-here one does, loading it
-generates no code, and a file gone (or the switch off) falls back to generating it."""
+Triton interpreter with a user's Helion kernel (`double`): the loaded function computes what
+the generated-here one does, loading it generates no code, and a file gone (or the switch
+off) falls back to generating it."""
 
 from __future__ import annotations
 
 from autotune.evaluators.generated_module import GeneratedModule, generated_module_of, load_generated
 from tests.conftest import run_report_script
+from tests.user_kernel_files import write_user_files
 
 
 def test_a_function_without_a_module_file_has_no_generated_module():
@@ -23,20 +25,6 @@ def test_a_generated_module_is_imported_once_per_process(tmp_path):
     assert again is host and host.__globals__["CALLS"] == [3]  # the same module object, not a second import
     assert generated_module_of(host) == GeneratedModule(str(path), "host")
 
-
-_DOUBLE = """
-import helion
-import helion.language as hl
-import torch
-
-
-@helion.kernel(static_shapes=True)
-def double(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    for tile in hl.tile(x.size()):
-        out[tile] = x[tile] * 2.0
-    return out
-"""
 
 _LOADED = r"""
 import json, os
@@ -71,8 +59,8 @@ print("REPORT " + json.dumps(report))
 
 
 def test_the_benchmark_worker_runs_what_the_compile_worker_generated_without_generating_it(tmp_path):
-    (tmp_path / "my_double.py").write_text(_DOUBLE)
-    report = run_report_script(_LOADED, timeout=300, TRITON_INTERPRET="1", KERNEL=f"{tmp_path}/my_double.py:double")
+    folder = write_user_files(tmp_path)
+    report = run_report_script(_LOADED, timeout=300, TRITON_INTERPRET="1", KERNEL=f"{folder}/my_kernels.py:double")
     assert report["is_file"] and report["module"].startswith("autotune_generated_")
     assert report["loaded_calls"] == 0 and report["loaded_right"]  # no code generated, the right answer
     assert report["fallback_calls"] == 1 and report["fallback_right"]  # a file gone: generated here
