@@ -38,15 +38,6 @@ class _Job:
 
 
 @dataclass
-class _Ran:
-    """A config that ran once and waits to be timed."""
-
-    candidate: Candidate
-    compile_s: float | None
-    generated: Any = None
-
-
-@dataclass
 class _BenchJob:
     candidate: Candidate
     compile_s: float | None
@@ -77,7 +68,7 @@ class Generation:
         self.pending: deque[Candidate] = deque(candidates)
         self.jobs: dict[int, _Job] = {}  # compile worker index -> its config
         self.to_grant: list[int] = []  # compiled, waiting for the GPU, in the order they compiled
-        self.to_bench: deque[_Ran] = deque()  # ran, in the order they ran
+        self.to_bench: deque[_Job] = deque()  # ran, in the order they ran
         self.bench_job: _BenchJob | None = None
         self.setup_failures: list[str] = []
 
@@ -196,7 +187,7 @@ class Generation:
             self.to_grant.append(index)
         elif kind == "ran":
             self._drop(index)
-            self.to_bench.append(_Ran(job.candidate, job.compile_s, job.generated))
+            self.to_bench.append(job)
         elif kind == "failed":
             self._drop(index)
             _, key, status, error, seconds = message

@@ -294,8 +294,8 @@ class NextRunner:
 
 
 def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
-    """Requests: ("config", key, native[, (next key, next native[, its generated module]),
-    generated module]), ("baseline", name, name), ("copy", key, None), ("rebench", key,
+    """Requests: ("config", key, native, (next key, next native, its generated module) or None,
+    generated module), ("baseline", name, name), ("copy", key, None), ("rebench", key,
     [(key, native), ...]).  One reply (a dict) per request.  A generated module (a compile
     worker's, see generated_module.py) may be None."""
     state = _setup(conn, init, then=prepare_reference)
@@ -314,7 +314,7 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
         if message is None:
             return
         kind, key, payload, *following = message
-        upcoming = _as_job(following[0]) if following and following[0] else None
+        upcoming = following[0] if following else None  # (next key, next native, its generated module)
         generated = following[1] if len(following) > 1 else None
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
@@ -327,7 +327,7 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
                 runner = ahead.take(key, (payload, generated)) if kind == "config" \
                     else _runner_for(state, kind, payload)
                 built = time.perf_counter()
-                prepare = (lambda: ahead.prepare(*upcoming)) if upcoming else None
+                prepare = (lambda: ahead.prepare(upcoming[0], upcoming[1:])) if upcoming else None
                 reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options,
                                  fastest_ms if kind == "config" else None, while_queued=prepare)
                 if kind == "config" and reply.get("method") != timing.ESTIMATE and "median_ms" in reply:
@@ -350,12 +350,6 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
             continue
         reply.update(key=key, bench_s=time.perf_counter() - started)
         conn.send(reply)
-
-
-def _as_job(upcoming: tuple) -> tuple[str, tuple[Any, Any]]:
-    """(next key, next native[, its generated module]) as NextRunner.prepare's (key, job)."""
-    key, native, *generated = upcoming
-    return key, (native, generated[0] if generated else None)
 
 
 class _BuildError(Exception):
