@@ -54,17 +54,26 @@ def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]],
         subprocess.run(command, check=True, cwd=REPO, env={**os.environ, **extra})
 
 
-def random_sessions(db: Path) -> tuple[list[dict[str, Any]], dict[int, list[Any]]]:
-    """The database's random-search sessions, oldest first, and their evaluations (not the final re-timing)."""
+def random_sessions(db: Path, problem: tuple[str, str, str] | None = None
+                    ) -> tuple[list[dict[str, Any]], dict[int, list[Any]]]:
+    """The random-search sessions of `db` alone (not the shipped data beside it: a pair is
+    compared within the database it was run into), oldest first, and their evaluations (not the
+    final re-timing); with `problem` (kernel, shape as '4096x32000', dtype), only those at it."""
     from autotune.databases import open_for_reading
 
-    cache = open_for_reading(db)
+    cache = open_for_reading(db, shipped=None)
     try:
-        sessions = [s for s in reversed(cache.sessions(limit=cache.session_count())) if s["strategy"] == "random"]
+        sessions = [s for s in reversed(cache.sessions(limit=cache.session_count()))
+                    if s["strategy"] == "random" and (problem is None or problem_of(s) == problem)]
         rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in sessions}
     finally:
         cache.close()
     return sessions, rows
+
+
+def problem_of(session: dict[str, Any]) -> tuple[str, str, str]:
+    """A session's (kernel, shape as '4096x32000', dtype)."""
+    return session["kernel"], "x".join(map(str, session["shape"])), session["dtype"]
 
 
 def latest(sessions: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -78,6 +78,24 @@ def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tm
     assert int(rows[short.name][8].split()[0]) < 10
 
 
+def test_the_report_reads_its_own_database_at_its_own_shape(triton_task, tmp_path, monkeypatch):
+    """The shipped data beside the database (here a baseline-variant session in ./cache.db) and
+    sessions at another shape are not part of the pair that was run."""
+    monkeypatch.chdir(tmp_path)
+    baseline, _, short, loaded = bench_overhead.VARIANTS
+    _session(tmp_path / "cache.db", triton_task, {"build_ahead": False, "timing_target_ms": 250.0},
+             CostedEvaluator(0.3))
+    db = tmp_path / "pair.db"
+    for variant, bench_s in ((short, 0.1), (loaded, 0.04)):
+        _session(db, triton_task, {"build_ahead": True, "timing_target_ms": variant.timing_ms,
+                                   "build_from_worker": variant.from_worker}, CostedEvaluator(bench_s))
+    here = ("softmax-triton", "64x1000", "float16")
+    assert list(_rows(bench_overhead.report(db, here))) == [short.name, loaded.name]
+    assert "--shape 64x1000" in bench_overhead.report(db, here)
+    with pytest.raises(SystemExit, match="no session of this experiment's variants at softmax-triton 128x1000"):
+        bench_overhead.report(db, ("softmax-triton", "128x1000", "float16"))
+
+
 def test_a_database_without_the_variants_is_refused_in_one_line(triton_task, tmp_path):
     db = tmp_path / "other.db"
     _session(db, triton_task, {"timing_target_ms": 250.0}, CostedEvaluator(0.5))

@@ -21,8 +21,8 @@ from experiments.heldout import definition as d
 from experiments.heldout import verdicts
 from experiments.heldout import runner
 from experiments.heldout.report import as_json, superseded_section
-from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, load_every_run, load_runs, recorded_keys, run_key,
-                                      standing, superseded)
+from experiments.heldout.data import (EARLIER, EARLIER_SEEDS, kept_apart, load_every_run, load_runs, recorded_keys,
+                                      run_key, standing, superseded)
 from experiments.heldout.isolation import foreign_sessions, without_study
 
 from heldout_records import RETIMED, costs_for, record_run, small_study
@@ -112,6 +112,29 @@ def test_a_run_timed_under_another_target_is_kept_apart_and_run_again(tmp_path):
     assert [(j.arm, j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [(d.COLD, "pattern", 1)]
     (run,) = load_runs(db, None)
     assert run.strategy == "pattern@250ms"
+
+
+def test_runs_that_loaded_the_compile_workers_code_are_judged_apart_and_planned_by_their_own_label(tmp_path):
+    """A run whose benchmark process loaded its compile workers' code is faster tooling than the
+    runs recorded before it: labelled ' (worker-built)', never standing for (nor stood for by) a
+    run of the same strategy and seed without it, and not kept apart from the targets.  A plan
+    for that tooling counts only such runs as recorded."""
+    problem, task, db, cache = small_study(tmp_path)
+    costs = lambda p: 1.0 + hashed_cost(p)  # noqa: E731
+    record_run(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=costs)
+    record_run(cache, task, arm=d.COLD, strategy="pattern", seed=2, setup_s=1.0, costs=costs, worker_built=True)
+    cache.close()
+    built = "pattern" + d.WORKER_BUILT
+    recorded = recorded_keys(db, None)
+    assert recorded == {run_key(problem, d.COLD, "pattern", 1), run_key(problem, d.COLD, built, 2)}
+    assert not kept_apart(built)
+    plan = runner.Plan(problems=(problem,), arms=(d.COLD,), strategies=("pattern",), seeds=(1, 2), shipped=None)
+    assert [(j.strategy, j.seed) for j in runner.plan_jobs(plan, recorded)] == [("pattern", 2)]
+    worker_built = runner.replace(plan, worker_built=True)
+    (job,) = runner.plan_jobs(worker_built, recorded)
+    assert (job.strategy, job.seed, job.label, job.key[4]) == ("pattern", 1, built, built)
+    assert built in job.describe()
+    assert sorted((run.strategy, run.seed) for run in load_runs(db, None)) == [("pattern", 1), (built, 2)]
 
 
 def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path, monkeypatch):

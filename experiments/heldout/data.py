@@ -174,6 +174,7 @@ EARLIER = " (earlier version)"  # the label of a run of a strategy whose source 
 # that is earlier in its strategy instead (each key keeps one session, the latest).
 EARLIER_SEEDS = " (earlier seeds)"
 TIMING_MARK = "@"  # '@250ms': a run of our arms under another timing target than the study's
+WORKER_BUILT = d.WORKER_BUILT
 
 
 def kept_apart(label: str) -> bool:
@@ -186,7 +187,9 @@ def strategy_label(session: dict[str, Any]) -> str:
     """The run's strategy, marked where one of our arms ran under another timing target than the
     study's (`definition.TIMING_MS`: '@250ms'), ran a strategy whose source has changed since
     (' (earlier version)'), or (a warm arm) took seeds that its present seed source would not
-    give (' (earlier seeds)', `definition.seeds_changed_at`): such a run is reported and judged apart."""
+    give (' (earlier seeds)', `definition.seeds_changed_at`): such a run is reported and judged
+    apart.  A run that loaded its compile workers' code is marked too (' (worker-built)'): judged
+    apart from the runs before that tooling, but not kept apart (it is today's tooling)."""
     tags = experiment_tags(session["options"])
     strategy = tags.get("strategy", "?")
     arm = tags.get("arm")
@@ -195,6 +198,8 @@ def strategy_label(session: dict[str, Any]) -> str:
     timing = session["options"]["timing_target_ms"]  # older records read as the target they ran under
     if timing != d.TIMING_MS:
         strategy = f"{strategy}{TIMING_MARK}{timing:g}ms"
+    if session["options"].get("build_from_worker"):
+        strategy += WORKER_BUILT
     if not same_source(tags.get("strategy", "?"), session["options"].get("strategy_source")):
         strategy += EARLIER
     problem = _problem(session)

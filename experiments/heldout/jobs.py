@@ -33,14 +33,22 @@ class ArmJob:
     seconds: float
     shipped: Path | None
     cache_from: tuple[str, ...] = ()  # warm-cache: the shapes its seeds come from (recorded as a tag)
+    # Whether its benchmark process will load the compile workers' code: its run's label then
+    # carries definition.WORKER_BUILT, and so must its key, or the runner would plan it again.
+    worker_built: bool = False
     expected_s: float | None = field(default=None, compare=False)  # how long it should take (with_expected_times)
 
     @property
     def key(self) -> tuple:
-        return (self.problem.kernel, self.problem.shape, self.problem.dtype, self.arm, self.strategy, self.seed)
+        return (self.problem.kernel, self.problem.shape, self.problem.dtype, self.arm, self.label, self.seed)
+
+    @property
+    def label(self) -> str:
+        """The strategy label its run will be recorded under (data.strategy_label)."""
+        return self.strategy + (d.WORKER_BUILT if self.worker_built else "")
 
     def describe(self) -> str:
-        return f"{self.arm} {self.strategy} seed {self.seed} at {self.problem.label}"
+        return f"{self.arm} {self.label} seed {self.seed} at {self.problem.label}"
 
     def __call__(self, db_path: Path) -> dict[str, Any]:
         started = time.time()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autotune.cli import positive_float
 from autotune.errors import UserError
+from autotune.evaluators.generated_module import BUILD_FROM_WORKER
 from autotune.experiment import DeadlineReached, ExperimentOptions, execute_jobs
 
 from . import definition as d
@@ -58,6 +59,9 @@ class Plan:
     limit_to_target: bool = False
     budget: int = d.BUDGET
     shipped: Path | None = Path("cache.db")
+    # Whether our arms' benchmark processes load the compile workers' code (the evaluator's
+    # switch, which the commands below read): their runs are labelled and judged apart.
+    worker_built: bool = False
     again: bool = False
     # What the warm-cache arm's seeds read: the shipped data without this study's sessions
     # (isolation.without_study); the shipped data itself where not set.
@@ -77,7 +81,7 @@ def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[P
             shipped = (plan.seed_data or plan.shipped) if arm == d.WARM_CACHE else plan.shipped
             limit = (limits or {}).get((problem, arm))
             seconds = plan.seconds if limit is None else limit.seconds
-            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, seconds, shipped, shapes)
+            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, seconds, shipped, shapes, plan.worker_built)
                      for strategy in strategies_of(plan, arm) for seed in plan.seeds]
     return [job for job in jobs if plan.again or job.key not in recorded]
 
@@ -326,7 +330,8 @@ def read_target_limits(plan: Plan, db: Path, console: Any) -> dict[tuple[Problem
 def run(options: ExperimentOptions, console: Any) -> None:
     """`autotune experiment run experiments/heldout`: --methods picks arms; strategies and seeds
     are the definition's (the runner's own command line sets them)."""
-    plan = select(Plan(shipped=options.shipped, again=options.again), options.shapes, options.methods)
+    plan = select(Plan(shipped=options.shipped, again=options.again, worker_built=BUILD_FROM_WORKER), options.shapes,
+                  options.methods)
     plan = replace(plan, seconds=options.seconds or plan.seconds, budget=options.budget or plan.budget)
     execute(plan, options, console)
 
@@ -371,7 +376,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                        helion_seeds=tuple(map(int, listed(args.helion_seeds))),
                        seconds=d.SECONDS if args.seconds == TARGET else args.seconds,
                        limit_to_target=args.seconds == TARGET,
-                       budget=args.budget, shipped=shipped, again=args.again), listed(args.shapes), listed(args.arms))
+                       budget=args.budget, shipped=shipped, again=args.again, worker_built=BUILD_FROM_WORKER),
+                  listed(args.shapes), listed(args.arms))
     plan = with_strategies(plan, listed(args.strategies))
     args.db.parent.mkdir(parents=True, exist_ok=True)
     options = ExperimentOptions(folder=Path(__file__).parent, db=args.db, out=Path(__file__).parent / "report",
