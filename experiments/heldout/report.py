@@ -26,6 +26,7 @@ from .history import how_run
 from .isolation import other_kernels
 from .moves import cold_walks, moves_section
 from .stops import StoppedShort, stopped_short, stops_json, stops_section
+from .tooling import ToolingPair, tooling_json, tooling_pairs, tooling_section
 from .verdicts import Verdict, headline, unbeaten, verdicts
 
 
@@ -49,15 +50,17 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     finished = {run.key for run in runs}
     ends = budget_ends(summaries)
     stops = stopped_short(summaries, runs, partial(session_spaces, options.db, options.shipped))
+    tooling = tooling_pairs(summaries, partial(search_rows, options.db, options.shipped))
     path.write_text(render(summaries, judged, options, figures, others,
                            budget_section(summaries, ends)
+                           + tooling_section(tooling, summaries)
                            + moves_section(cold_walks((r for r in runs if r.problem in problems),
                                                       partial(search_rows, options.db, options.shipped)))
                            + stops_section(stops)
                            + unfinished_section(unfinished, finished)
                            + superseded_section(again), again))
     (options.out / "results.json").write_text(
-        json.dumps(as_json(summaries, judged, unfinished, finished, again, ends, stops), indent=1))
+        json.dumps(as_json(summaries, judged, unfinished, finished, again, ends, stops, tooling), indent=1))
     console.print("\n".join(f"{v.subject}: {v.target}: {v.status}" for v in judged))
     return path
 
@@ -405,7 +408,8 @@ def superseded_section(again: Sequence[tuple[Run, int]]) -> list[str]:
 
 def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: Sequence[Unfinished] = (),
             finished: Collection[Key] = (), again: Sequence[tuple[Run, int]] = (),
-            ends: Sequence[BudgetEnd] = (), stops: Sequence[StoppedShort] = ()) -> dict[str, Any]:
+            ends: Sequence[BudgetEnd] = (), stops: Sequence[StoppedShort] = (),
+            tooling: Sequence[ToolingPair] = ()) -> dict[str, Any]:
     """Every figure of the report, for plotting elsewhere; `finished`: the keys of the finished runs."""
     finite = (lambda v: v if v is not None and math.isfinite(v) else None)  # noqa: E731
     return {
@@ -423,6 +427,7 @@ def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: 
                          "wall_s": finite(e.run.wall_s), "allowed_s": e.allowed_s, "reached_s": e.reached_s,
                          "cut_short": e.cut_short} for e in ends],
         "stopped_short": stops_json(stops),
+        "tooling": tooling_json(tooling),
         "targets": [{"subject": v.subject, "target": v.target, "status": v.status, "met": v.met,
                      "details": v.details, "met_at": v.met_at, "missed_at": v.missed_at,
                      "not_yet_measured_at": v.unmeasured} for v in judged],

@@ -50,7 +50,7 @@ def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, decla
         (met_at if ok else missed_at).append(problem.shape)
         references = len(summary.helion_runs)
         details.append(f"{problem.shape}: {took.text()} s of {allowed:.1f} s allowed "
-                       f"({sum(_reached(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time; "
+                       f"({sum(in_time(r, summary, allowed) for r in mine.runs)}/{len(mine.runs)} runs in time; "
                        f"Helion quick {references} run{'' if references == 1 else 's'}): {'met' if ok else 'not met'}")
     target = (f"within {d.WITHIN:.0%} of Helion quick at {where} in at most 1/{round(1 / d.wall_share(arm))} of "
               "its wall time")
@@ -62,7 +62,8 @@ def _status(missed_at: list[str], missing: list[str]) -> str:
     return "not met" if missed_at else "met" if not missing else f"not yet measured at {', '.join(missing)}"
 
 
-def _reached(run: Run, summary: ProblemSummary, allowed: float) -> bool:
+def in_time(run: Run, summary: ProblemSummary, allowed: float) -> bool:
+    """Whether the run came within WITHIN of Helion quick within `allowed` s of its job's start."""
     took = run.time_to(summary.helion_ms * (1 + d.WITHIN)) if summary.helion_ms else None
     return took is not None and took <= allowed
 
