@@ -174,7 +174,6 @@ EARLIER = " (earlier version)"  # the label of a run of a strategy whose source 
 # that is earlier in its strategy instead (each key keeps one session, the latest).
 EARLIER_SEEDS = " (earlier seeds)"
 TIMING_MARK = "@"  # '@250ms': a run of our arms under another timing target than the study's
-WORKER_BUILT = d.WORKER_BUILT
 
 
 def kept_apart(label: str) -> bool:
@@ -199,7 +198,7 @@ def strategy_label(session: dict[str, Any]) -> str:
     if timing != d.TIMING_MS:
         strategy = f"{strategy}{TIMING_MARK}{timing:g}ms"
     if session["options"].get("build_from_worker"):
-        strategy += WORKER_BUILT
+        strategy += d.WORKER_BUILT
     if not same_source(tags.get("strategy", "?"), session["options"].get("strategy_source")):
         strategy += EARLIER
     problem = _problem(session)

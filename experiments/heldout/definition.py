@@ -246,10 +246,10 @@ SECONDS = 40.0
 # default does not change the study.  Runs recorded under another target are kept apart: their
 # strategy is labelled with it ('pattern@250ms'), and they are judged as a strategy of their own.
 TIMING_MS = 25.0
-# The mark on the label of a run of ours whose benchmark process loaded the code its compile workers generated
-# (`build_from_worker`, autotune/evaluators/generated_module.py) instead of generating it again:
-# faster tooling than the runs before it, so its runs are judged as a strategy of their own rather
-# than mixed with (or standing instead of) the runs recorded without it.
+# The mark on the label of a run of ours whose benchmark process loaded the code its compile
+# workers generated (`build_from_worker`, autotune/evaluators/generated_module.py) instead of
+# generating it again: faster tooling than the runs before it, so its runs are judged as a
+# strategy of their own rather than mixed with (or standing instead of) the runs without it.
 WORKER_BUILT = " (worker-built)"
 # The tag of a run that compiled into empty caches of its own (gpu_process.fresh_compile_caches).
 FRESH_CACHES = "fresh"
