@@ -165,7 +165,9 @@ def _load_private(path: Path, init: Path) -> ModuleType:
 
 
 def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptions, console: Any,
-                 describe: Callable[[Any], str], noun: str = "job") -> None:
+                 describe: Callable[[Any], str], noun: str = "job", *,
+                 skip: Callable[[Any], str | None] | None = None,
+                 finished: Callable[[Any, Any], None] | None = None) -> None:
     """Run an experiment's jobs (each `job(db_path) -> summary`): one after another into
     `options.db`, or spread over `options.workers` (each into a private database merged home).
     One job failing never stops the others.
@@ -176,8 +178,14 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
     and a command that continues where this one stopped, instead of a kill mid-write.  A job
     that says how long it is expected to take (`expected_s`: a study's estimate from its
     recorded runs) is not started where that would run past the deadline: its minutes would
-    be spent only to be interrupted.  The jobs after it still start if they fit."""
+    be spent only to be interrupted.  The jobs after it still start if they fit.
+
+    `skip(job)`, asked before each job, gives a reason not to start it (None: start it), and
+    `finished(job, outcome)` hears of each job that ended: a study can stop a series whose
+    outcome the jobs already run have decided (pruning).  Both apply to jobs run here."""
     console.print(f"{len(jobs)} {noun}(s) to run")
+    if options.workers and (skip is not None or finished is not None):
+        raise UserError("this experiment's pruning applies to jobs run on this machine; run it without --workers")
     if options.workers:
         if options.deadline_at is not None:
             raise UserError("--deadline applies to jobs run on this machine; with --workers, stop the cluster's "
@@ -191,6 +199,10 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
     for number, job in enumerate(jobs, start=1):
         if options.deadline_at is not None and time.monotonic() >= options.deadline_at:
             raise DeadlineReached(not_started=left_out + [describe(j) for j in jobs[number - 1:]])
+        reason = skip(job) if skip is not None else None
+        if reason is not None:
+            console.print(f"{noun} {number}/{len(jobs)}: {describe(job)}: not started: {reason}")
+            continue
         if not _fits(job, options.deadline_at):
             console.print(f"{noun} {number}/{len(jobs)}: {describe(job)}: not started, expected to take "
                           f"{job.expected_s:.0f} s with {options.deadline_at - time.monotonic():.0f} s left "
@@ -209,6 +221,11 @@ def execute_jobs(jobs: Sequence[Callable[[Path], Any]], options: ExperimentOptio
             console.print(f"[red]{noun} failed[/red]: {type(error).__name__}: {error}")
             continue
         console.print(f"recorded: {outcome}")
+        if finished is not None:
+            try:
+                finished(job, outcome)
+            except Exception as error:  # reading a job back must not stop the others either
+                console.print(f"[red]after {describe(job)}[/red]: {type(error).__name__}: {error}")
     if left_out:
         raise DeadlineReached(not_started=left_out)
 

@@ -58,8 +58,9 @@ def test_with_seconds_target_helion_quick_runs_first_and_our_arms_after_it():
 
 
 def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineReached],
-                  deadline_at: float | None = None) -> None:
-    """runner.execute with the GPU's parts replaced: each phase's planning and running logged."""
+                  deadline_at: float | None = None, until_missed: bool = False, hooks: list | None = None) -> None:
+    """runner.execute with the GPU's parts replaced: each phase's planning and running logged
+    (and in `hooks`, the pruning hooks each phase's jobs ran with)."""
     import autotune.tuning
 
     monkeypatch.setattr(autotune.tuning, "gpu_available", lambda: True)
@@ -69,7 +70,9 @@ def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineR
         ran.append(("planned", phase.arms))
         return runner.plan_jobs(phase)
 
-    def execute_jobs(jobs, options, console, describe, noun):
+    def execute_jobs(jobs, options, console, describe, noun, skip=None, finished=None):
+        if hooks is not None:
+            hooks.append((skip, finished))
         arms = tuple(sorted({job.arm for job in jobs}))
         ran.append(("ran", arms))
         if arms in deadline_in:
@@ -77,7 +80,38 @@ def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineR
 
     monkeypatch.setattr(runner, "pending_jobs", pending)
     monkeypatch.setattr(runner, "execute_jobs", execute_jobs)
-    runner.execute(plan, ExperimentOptions(folder=None, db=None, out=None, deadline_at=deadline_at), QUIET)
+    runner.execute(plan, ExperimentOptions(folder=None, db=None, out=None, deadline_at=deadline_at), QUIET,
+                   until_missed=until_missed)
+
+
+def test_until_missed_gives_each_phase_a_gate_read_from_what_is_recorded_then(monkeypatch):
+    """Our arms' phase runs with the hooks of a gate made when it is planned (after Helion quick's
+    phase recorded its runs); Helion quick's phase, which the gate never stops, and every phase
+    without the flag run with none."""
+    gates = []
+
+    class Gate:
+        def skip_reason(self, job):
+            return None
+
+        def finished(self, job, outcome):
+            return None
+
+    def miss_gate(plan, db):
+        gates.append(Gate())
+        return gates[-1]
+
+    monkeypatch.setattr(runner, "miss_gate", miss_gate)
+    plan = runner.Plan(problems=(d.Problem("softmax", "2048x100000", "float16"),), seeds=(1,), helion_seeds=(1,),
+                       limit_to_target=True, shipped=None)
+    hooks: list = []
+    _execute_with(monkeypatch, plan, [], {}, until_missed=True, hooks=hooks)
+    (gate,) = gates
+    assert hooks[0] == (None, None)
+    assert len(hooks) == 2 and (hooks[1][0].__self__, hooks[1][1].__self__) == (gate, gate)
+    hooks.clear()
+    _execute_with(monkeypatch, plan, [], {}, hooks=hooks)
+    assert hooks == [(None, None), (None, None)] and len(gates) == 1
 
 
 def test_our_arms_are_planned_once_helion_quicks_runs_have_run(monkeypatch):

@@ -328,6 +328,16 @@ def job_times(db: Path, shipped: Path | None) -> dict[Key, JobTime | None]:
         cache.close()
 
 
+def read_session_run(db: Path, shipped: Path | None, session_id: int) -> Run | None:
+    """One session read as a run (None where no such session is recorded)."""
+    cache = open_for_reading(db, shipped)
+    try:
+        session = cache.session(session_id)
+        return read_run(cache, session) if session is not None else None
+    finally:
+        cache.close()
+
+
 def read_run(cache: Cache, session: dict[str, Any]) -> Run:
     tags = experiment_tags(session["options"])
     rows = cache.session_evaluations(session["id"])

@@ -37,6 +37,7 @@ class TargetLimit:
     seconds: float
     allowed_s: float  # the time the arm's target allows from the job's start
     set_up_s: float  # the shortest set-up recorded for our arms at the kernel (0: none recorded)
+    reference_ms: float | None = None  # Helion quick's median final time there: a run meets it within WITHIN
 
 
 def parse_seconds(text: str) -> float | str:
@@ -69,5 +70,6 @@ def target_limits(runs: Sequence[Run], problems: Sequence[Problem], arms: Sequen
         for arm in (a for a in arms if a in d.OUR_ARMS):
             allowed = allowed_s(summary, arm)
             if allowed is not None:
-                limits[(summary.problem, arm)] = TargetLimit(max(SHORTEST_LIMIT_S, allowed - floor), allowed, floor)
+                limits[(summary.problem, arm)] = TargetLimit(max(SHORTEST_LIMIT_S, allowed - floor), allowed, floor,
+                                                             summary.helion_ms)
     return limits

@@ -33,6 +33,7 @@ from autotune.experiment import DeadlineReached, ExperimentOptions, execute_jobs
 
 from . import definition as d
 from .definition import Problem
+from .gate import MissGate
 from .jobs import ArmJob, HelionQuickJob, Job
 from .limits import TARGET, parse_seconds
 
@@ -210,7 +211,9 @@ def select(plan: Plan, shapes: Sequence[str] = (), arms: Sequence[str] = ()) -> 
     return replace(plan, arms=tuple(arms)) if arms else plan
 
 
-def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
+def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: bool = False) -> None:
+    """Run the plan's pending jobs, phase by phase; with `until_missed`, no run of a series
+    that has missed its time target at a shape starts (gate.py)."""
     from autotune.tuning import gpu_available
 
     from .isolation import without_study
@@ -230,14 +233,30 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any) -> None:
             past_deadline = options.deadline_at is not None and time.monotonic() >= options.deadline_at
             if arm_jobs and not past_deadline:  # past it, execute_jobs says what was not started
                 warm_up(console, [job.problem for job in arm_jobs])
+            gate = miss_gate(phase, options.db) if until_missed and arm_jobs else None
             try:
-                execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run")
+                execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run",
+                             skip=gate.skip_reason if gate else None, finished=gate.finished if gate else None)
             except DeadlineReached as reached:
                 if reached.interrupted is not None:  # the deadline itself: nothing more starts
                     raise DeadlineReached(reached.interrupted, not_started + list(reached.not_started)) from None
                 not_started += reached.not_started  # runs that would not fit: the next phase's may
         if not_started:
             raise DeadlineReached(not_started=not_started)
+
+
+def miss_gate(plan: Plan, db: Path) -> MissGate:
+    """The series that have missed a time target at any of the study's shapes (not only the
+    plan's: a series missed anywhere has missed), from the runs recorded in `db` and the shipped
+    data; it hears of each run that finishes after."""
+    from .data import load_runs
+    from .limits import target_limits
+
+    nothing_recorded = not db.exists() and (plan.shipped is None or not plan.shipped.exists())
+    runs = [] if nothing_recorded else load_runs(db, plan.shipped)
+    gate = MissGate(target_limits(runs, d.PROBLEMS, d.OUR_ARMS), len(d.SEEDS), db, plan.shipped)
+    gate.read(runs)
+    return gate
 
 
 def phases(plan: Plan) -> list[Plan]:
@@ -367,6 +386,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="wall clock for the whole run (a batch job's limit): no run starts after it, nor one "
                              "that the recorded runs of its arm say would not end by then; the run going then is "
                              "interrupted and recorded as such; the same command runs what is left")
+    parser.add_argument("--until-missed", action="store_true",
+                        help="start no run of a series (arm and strategy) once it has missed its time target at a "
+                             "shape (most of the shape's seeds not within 2%% of Helion quick in the time allowed), "
+                             "counting the runs recorded before")
     parser.add_argument("--dry-run", action="store_true", help="print the runs that would run, and stop")
     started = time.monotonic()
     args = parser.parse_args(argv)
@@ -393,6 +416,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 console.print("Helion quick's runs come first: our arms' search limits are read once they are "
                               "recorded (below, from what is recorded now)")
                 jobs.sort(key=lambda job: not isinstance(job, HelionQuickJob))
+            gate = miss_gate(plan, args.db) if args.until_missed else None
+            reasons = {id(job): gate.skip_reason(job) for job in jobs} if gate else {}
+            jobs = [job for job in jobs if reasons.get(id(job)) is None]
+            for reason in dict.fromkeys(r for r in reasons.values() if r is not None):
+                console.print(f"not started (--until-missed): {reason}")
             for job in jobs:
                 console.print(job.describe() + ("" if job.expected_s is None else f" (about {job.expected_s:.0f} s)"))
             known = [job.expected_s for job in jobs if job.expected_s is not None]
@@ -401,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                               "their arm (the longest of each, times its seed-to-seed spread), before the runner's "
                               "own start")
         return
-    execute(plan, options, console)
+    execute(plan, options, console, until_missed=args.until_missed)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,75 @@
+"""`runner --until-missed`: stop running a series (one arm and strategy label) once its time
+target is missed at a shape.
+
+Why: a time target is met only if it is met at every shape, each judged on the median over the
+seeds.  Once most of a shape's planned seeds have missed (not within `definition.WITHIN` of
+Helion quick in the time the target allows), the median misses too, and so does the series,
+whatever its other runs find.  Every further run of it would spend device time on a verdict
+already decided.  This is pruning, as a study of many trials wants it: each finished run is read
+back and checked, and no run of a decided series starts after that.  Runs recorded before the
+command count too, so a continued series stops as soon as it is decided.  A run whose figures
+are wanted for their own sake (the tooling comparison, say) is the user's to ask for without
+the flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from . import definition as d
+from .data import Run, read_session_run
+from .definition import Problem
+from .jobs import ArmJob
+from .limits import TargetLimit
+
+Series = tuple[str, str]  # (arm, strategy label)
+
+
+@dataclass
+class MissGate:
+    """Which series have missed their time target at a shape, from the runs read so far.
+
+    `limits`: each (problem, arm)'s time target (`limits.target_limits`); a problem without one
+    (a matmul cell, or no Helion quick run yet) decides nothing.  `seeds`: how many seeds the study
+    judges a shape on (`definition.SEEDS`); a series has missed where more than half of them missed."""
+
+    limits: Mapping[tuple[Problem, str], TargetLimit]
+    seeds: int
+    db: Path | None = None
+    shipped: Path | None = None
+    missed: dict[tuple[Problem, str, str], set[int]] = field(default_factory=dict)  # seeds that missed
+    decided: dict[Series, Problem] = field(default_factory=dict)  # series -> the shape it missed at
+
+    def read(self, runs: Iterable[Run]) -> None:
+        """Count the runs' misses (the runs recorded before, or one just finished)."""
+        for run in runs:
+            limit = self.limits.get((run.problem, run.arm))
+            if run.arm not in d.OUR_ARMS or limit is None or limit.reference_ms is None:
+                continue
+            took = run.time_to(limit.reference_ms * (1 + d.WITHIN))
+            if took is not None and took <= limit.allowed_s:
+                continue
+            seeds = self.missed.setdefault((run.problem, run.arm, run.strategy), set())
+            seeds.add(run.seed)
+            if len(seeds) > self.seeds // 2:
+                self.decided.setdefault((run.arm, run.strategy), run.problem)
+
+    def skip_reason(self, job: Any) -> str | None:
+        """Why the job is not started (its series already missed), else None."""
+        if not isinstance(job, ArmJob):
+            return None
+        where = self.decided.get((job.arm, job.label))
+        if where is None:
+            return None
+        misses = len(self.missed[(where, job.arm, job.label)])
+        return (f"{job.arm} {job.label} already missed its time target at {where.shape} ({misses} of {self.seeds} "
+                "seeds not within it)")
+
+    def finished(self, job: Any, outcome: Any) -> None:
+        """After a job: read its run back and count it (execute_jobs' hook)."""
+        if isinstance(job, ArmJob) and isinstance(outcome, dict) and "session" in outcome and self.db is not None:
+            run = read_session_run(self.db, self.shipped, outcome["session"])
+            if run is not None:
+                self.read([run])
