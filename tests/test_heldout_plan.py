@@ -66,7 +66,7 @@ def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineR
     monkeypatch.setattr(autotune.tuning, "gpu_available", lambda: True)
     monkeypatch.setattr(runner, "warm_up", lambda console, problems=(), device="cuda": ran.append(("warm up",)))
 
-    def pending(phase, db, console):
+    def pending(phase, db, console, runs=None):
         ran.append(("planned", phase.arms))
         return runner.plan_jobs(phase)
 
@@ -97,11 +97,15 @@ def test_until_missed_gives_each_phase_a_gate_read_from_what_is_recorded_then(mo
         def finished(self, job, outcome):
             return None
 
-    def miss_gate(plan, db):
+    recorded = ["a recorded run"]
+
+    def miss_gate(plan, db, runs):
+        assert runs is recorded  # the runs the phase read once, for its limits too
         gates.append(Gate())
         return gates[-1]
 
     monkeypatch.setattr(runner, "miss_gate", miss_gate)
+    monkeypatch.setattr(runner, "recorded_runs", lambda plan, db: recorded)
     plan = runner.Plan(problems=(d.Problem("softmax", "2048x100000", "float16"),), seeds=(1,), helion_seeds=(1,),
                        limit_to_target=True, shipped=None)
     hooks: list = []

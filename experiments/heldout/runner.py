@@ -38,7 +38,7 @@ from .jobs import ArmJob, HelionQuickJob, Job
 from .limits import TARGET, parse_seconds
 
 if TYPE_CHECKING:
-    from .data import JobTime
+    from .data import JobTime, Run
     from .limits import TargetLimit
 
 
@@ -228,12 +228,15 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: 
         import autotune.tuning  # noqa: F401
         not_started: list[str] = []
         for phase in phases(replace(plan, seed_data=seed_data)):
-            jobs = pending_jobs(phase, options.db, console)
+            # read once for both the search limits and the gate: a few seconds on the shipped data
+            runs = recorded_runs(phase, options.db) if until_missed and any(
+                arm in d.OUR_ARMS for arm in phase.arms) else None
+            jobs = pending_jobs(phase, options.db, console, runs)
             arm_jobs = [job for job in jobs if isinstance(job, ArmJob)]
             past_deadline = options.deadline_at is not None and time.monotonic() >= options.deadline_at
             if arm_jobs and not past_deadline:  # past it, execute_jobs says what was not started
                 warm_up(console, [job.problem for job in arm_jobs])
-            gate = miss_gate(phase, options.db) if until_missed and arm_jobs else None
+            gate = miss_gate(phase, options.db, runs) if runs is not None and arm_jobs else None
             try:
                 execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run",
                              skip=gate.skip_reason if gate else None, finished=gate.finished if gate else None)
@@ -245,15 +248,20 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: 
             raise DeadlineReached(not_started=not_started)
 
 
-def miss_gate(plan: Plan, db: Path) -> MissGate:
-    """The series that have missed a time target at any of the study's shapes (not only the
-    plan's: a series missed anywhere has missed), from the runs recorded in `db` and the shipped
-    data; it hears of each run that finishes after."""
+def recorded_runs(plan: Plan, db: Path) -> list[Run]:
+    """The study's finished runs in `db` and the shipped data (none where neither exists)."""
     from .data import load_runs
-    from .limits import target_limits
 
     nothing_recorded = not db.exists() and (plan.shipped is None or not plan.shipped.exists())
-    runs = [] if nothing_recorded else load_runs(db, plan.shipped)
+    return [] if nothing_recorded else load_runs(db, plan.shipped)
+
+
+def miss_gate(plan: Plan, db: Path, runs: Sequence[Run]) -> MissGate:
+    """The series that have missed a time target at any of the study's shapes (not only the
+    plan's: a series missed anywhere has missed), from the runs recorded so far
+    (`recorded_runs`); it hears of each run that finishes after, read back from `db`."""
+    from .limits import target_limits
+
     gate = MissGate(target_limits(runs, d.PROBLEMS, d.OUR_ARMS), len(d.SEEDS), db, plan.shipped)
     gate.read(runs)
     return gate
@@ -308,15 +316,15 @@ def _bind_once_each(problems: Sequence[Problem], device: str) -> int:
     return len(kernels)
 
 
-def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
+def pending_jobs(plan: Plan, db: Path, console: Any, runs: Sequence[Run] | None = None) -> list[Job]:
     """The plan's jobs not yet recorded in `db` or the shipped data, after checking that its
-    problems are still held out."""
+    problems are still held out; `runs`: the recorded runs where the caller read them already."""
     from .data import finished_searches, job_times
 
     sources = check_held_out(plan)
     times = job_times(db, plan.shipped)
     recorded = set() if plan.again else set(times)
-    limits = read_target_limits(plan, db, console) if plan.limit_to_target else None
+    limits = read_target_limits(plan, db, console, runs) if plan.limit_to_target else None
     jobs = with_expected_times(plan_jobs(plan, recorded, sources, limits), times)
     if not plan.again:  # a Helion run whose search finished before its re-timing was cut: re-timed alone
         searches = finished_searches(db, plan.shipped)
@@ -328,13 +336,13 @@ def pending_jobs(plan: Plan, db: Path, console: Any) -> list[Job]:
     return jobs
 
 
-def read_target_limits(plan: Plan, db: Path, console: Any) -> dict[tuple[Problem, str], TargetLimit]:
-    """`--seconds target`: each (problem, arm)'s search limit from the recorded runs, said."""
-    from .data import load_runs
+def read_target_limits(plan: Plan, db: Path, console: Any, runs: Sequence[Run] | None = None
+                       ) -> dict[tuple[Problem, str], TargetLimit]:
+    """`--seconds target`: each (problem, arm)'s search limit from the recorded runs (`runs`, else
+    read here), said."""
     from .limits import target_limits
 
-    nothing_recorded = not db.exists() and (plan.shipped is None or not plan.shipped.exists())
-    limits = {} if nothing_recorded else target_limits(load_runs(db, plan.shipped), plan.problems, plan.arms)
+    limits = target_limits(recorded_runs(plan, db) if runs is None else runs, plan.problems, plan.arms)
     for (problem, arm), limit in limits.items():
         console.print(f"{arm} at {problem.label}: {limit.seconds:.1f} s of search ({limit.allowed_s:.1f} s allowed "
                       f"from the job's start, less the shortest set-up recorded, {limit.set_up_s:.1f} s)")
@@ -411,12 +419,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         from .isolation import without_study
 
         with without_study(shipped) as seed_data:
-            jobs = pending_jobs(replace(plan, seed_data=seed_data), args.db, console)
+            runs = recorded_runs(plan, args.db) if args.until_missed else None
+            jobs = pending_jobs(replace(plan, seed_data=seed_data), args.db, console, runs)
             if len(phases(plan)) > 1:
                 console.print("Helion quick's runs come first: our arms' search limits are read once they are "
                               "recorded (below, from what is recorded now)")
                 jobs.sort(key=lambda job: not isinstance(job, HelionQuickJob))
-            gate = miss_gate(plan, args.db) if args.until_missed else None
+            gate = miss_gate(plan, args.db, runs) if runs is not None else None
             reasons = {id(job): gate.skip_reason(job) for job in jobs} if gate else {}
             jobs = [job for job in jobs if reasons.get(id(job)) is None]
             for reason in dict.fromkeys(r for r in reasons.values() if r is not None):
