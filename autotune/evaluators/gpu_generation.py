@@ -182,8 +182,7 @@ class Generation:
             return
         kind = message[0]
         if kind == "compiled":
-            job.stage, job.compile_s, job.deadline = WAITING, message[2], None
-            job.generated = message[3] if len(message) > 3 else None
+            job.stage, job.compile_s, job.generated, job.deadline = WAITING, message[2], message[3], None
             self.to_grant.append(index)
         elif kind == "ran":
             self._drop(index)
