@@ -291,7 +291,7 @@ def _seed_figure(runs: list[Run]) -> SeedFigure:
     return SeedFigure(statistics.median(values), kind, len(runs), rule_params)
 
 
-# -- targets --------------------------------------------------------------------------------------
+# -- the time a target allows, and the runs their config budget ended -----------------------------
 BUDGET_END = "budget"  # the exit reason of a session that measured its config budget
 
 
