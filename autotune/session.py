@@ -16,6 +16,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from autotune.cache import Cache
 from autotune.evaluators.base import Evaluator
+from autotune.next_generation import NextGeneration
 from autotune.session_options import SessionOptions
 from autotune.strategies.base import Strategy
 from autotune.task import TuningTask
@@ -267,7 +268,7 @@ class Session:
                 if candidate.key not in self.seen and candidate.key not in new_keys:
                     new_keys.add(candidate.key)
                     new.append((raw, candidate))
-            results = self._evaluate_generation(generation, new)
+            results = self._evaluate_generation(generation, new, guess=self._guess(pairs, observations, new, size))
             for raw, candidate in pairs:  # repeats are answered from this session's own results
                 result = results.get(candidate.key) or self.seen.get(candidate.key)
                 if result is not None:  # None: the clock ran out before it was evaluated
@@ -278,6 +279,16 @@ class Session:
                 return "strategy exhausted"
             if len(results) < len(new):
                 return "seconds"
+
+    def _guess(self, pairs: list[tuple[Params, Candidate]], told: list[tuple[Params, Result]],
+               new: list[tuple[Params, Candidate]], size: int) -> NextGeneration | None:
+        """What the evaluator may ask for the next generation's likely configs, to compile them
+        ahead (autotune/evaluators/compile_ahead.py); None where it does not compile ahead."""
+        if not getattr(self.evaluator, "compiles_ahead", False) or not self.strategy.guessable:
+            return None
+        left = None if self.settings.budget is None else self.settings.budget - self.evaluations - len(new)
+        return NextGeneration(self.strategy, self.task, pairs, list(told), self.seen,
+                              size if left is None else min(size, left))
 
     def _normalise(self, asked: list[Params]) -> tuple[list[tuple[Params, Candidate]], list[tuple[Params, Result]]]:
         pairs, rejected = [], []
@@ -292,7 +303,7 @@ class Session:
         return pairs, rejected
 
     def _evaluate_generation(self, generation: int, items: list[tuple[Params, Candidate]], *,
-                             free: set[str] = frozenset()) -> dict[str, Result]:
+                             free: set[str] = frozenset(), guess: NextGeneration | None = None) -> dict[str, Result]:
         """Evaluate (or reuse) each candidate and record each as it completes.
 
         Keys in `free` do not count against the budget.  Returns results by config key;
@@ -316,7 +327,7 @@ class Session:
             else:
                 to_measure.append(candidate)
         by_key = {c.key: c for c in to_measure}
-        stream = self.evaluator.evaluate(to_measure)
+        stream = self.evaluator.evaluate(to_measure, guess=guess) if guess else self.evaluator.evaluate(to_measure)
         try:
             for result in stream:
                 counted = result.key not in free

@@ -52,6 +52,7 @@ class SessionOptions(Mapping):
     build_ahead: bool | None = None  # GPU sessions: whether the benchmark worker built the next config ahead
     early_setups: bool | None = None  # GPU sessions: whether all compile workers set up at the evaluator's start
     build_from_worker: bool | None = None  # GPU sessions: whether Helion configs were loaded as compiled
+    compile_ahead: bool | None = None  # GPU sessions: whether the next generation's likely configs compiled ahead
     thread_limit: bool | None = None  # False: a Helion space without our elements-per-thread limit (None: with it)
     fresh: bool = False
     generation_size: int | None = None

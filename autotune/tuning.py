@@ -213,6 +213,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             build_ahead=_builds_ahead() if settings.mode == "gpu" else None,
             early_setups=_early_setups() if settings.mode == "gpu" else None,
             build_from_worker=_builds_from_worker() if settings.mode == "gpu" else None,
+            compile_ahead=_compiles_ahead(evaluator) if settings.mode == "gpu" else None,
             experiment=dict(request.experiment), workers=request.workers,
             replay=getattr(evaluator, "replay_note", None), thread_limit=thread_limit_option(request.thread_limit))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
@@ -221,6 +222,9 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     finally:
         evaluator.close()
     print_outcome(console, task, outcome, db=str(journal.path), recorded_best=cache.best(task.fingerprint))
+    ahead = getattr(getattr(evaluator, "ahead", None), "counts", None)
+    if ahead and ahead.get("guessed"):
+        console.print(f"compiled ahead: {ahead['guessed']} config(s), {ahead.get('used', 0)} of them asked for")
     if settings.mode == "replay":
         console.print(f"replay recorded as session {outcome.session_id} in {journal.path}"
                       f" (autotune show {outcome.session_id} --db {journal.path})")
@@ -253,6 +257,12 @@ def _builds_from_worker() -> bool:
     from autotune.evaluators import generated_module
 
     return generated_module.BUILD_FROM_WORKER
+
+
+def _compiles_ahead(evaluator: Any) -> bool:
+    """Whether the evaluator compiled the next generation's likely configs ahead (recorded for
+    the same reason)."""
+    return bool(getattr(evaluator, "compiles_ahead", False))
 
 
 def _early_setups() -> bool:

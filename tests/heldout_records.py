@@ -51,12 +51,13 @@ def costs_for(task, special: list[tuple[dict, float]]) -> Callable[[dict], float
 
 def record_run(cache, task, *, arm, strategy, seed, setup_s, seeds=(), seed_from="default", costs, budget=6,
             extra=None, fixed=None, interrupt=None, timing_ms=d.TIMING_MS, source=None, seconds=None,
-            worker_built=None) -> None:
+            worker_built=None, compiled_ahead=None) -> None:
     tags = {"study": d.STUDY, "arm": arm, "strategy": strategy, "seed": seed, **(extra or {})}
     sources = [s for s in seed_from.split(",") if s]
     options = SessionOptions(seed_from=seed_from, seeds=tuple(o for o, _ in seeds), fresh=True,
                              heuristics=heuristic_provenance(task, sources).get("heuristics"), experiment=tags,
                              timing_target_ms=timing_ms, build_from_worker=worker_built,
+                             compile_ahead=compiled_ahead,
                              strategy_source=source or (strategy_source(strategy) if strategy in strategy_names() else None))
     if fixed is not None:
         made = get_strategy("fixed")(task.space, seed=seed, configs={d.HELION_QUICK: fixed})

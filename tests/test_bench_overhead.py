@@ -52,7 +52,7 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tmp_path):
     db = tmp_path / "overhead.db"
-    baseline, ahead, short, loaded = bench_overhead.VARIANTS
+    baseline, ahead, short, loaded, compiled = bench_overhead.VARIANTS
     # an older session, recorded before the switch was: it matches no variant
     _session(db, triton_task, {"timing_target_ms": 250.0}, CostedEvaluator(0.5))
     _session(db, triton_task, {"build_ahead": False, "timing_target_ms": 250.0}, CostedEvaluator(0.3))
@@ -61,12 +61,15 @@ def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tm
              CostedEvaluator(0.1, noise=0.5))
     _session(db, triton_task, {"build_ahead": True, "timing_target_ms": short.timing_ms, "build_from_worker": True},
              CostedEvaluator(0.04, noise=0.5))
+    _session(db, triton_task, {"build_ahead": True, "timing_target_ms": short.timing_ms, "build_from_worker": True,
+                               "compile_ahead": True}, CostedEvaluator(0.032, noise=0.5))
     text = bench_overhead.report(db)
     rows = _rows(text)
-    assert list(rows) == [baseline.name, ahead.name, short.name, loaded.name]
+    assert list(rows) == [baseline.name, ahead.name, short.name, loaded.name, compiled.name]
     sessions, _ = random_sessions(db)
     by_id = {s["id"]: s for s in sessions}
-    for name, bench_s in ((baseline.name, 0.3), (ahead.name, 0.2), (short.name, 0.1), (loaded.name, 0.04)):
+    for name, bench_s in ((baseline.name, 0.3), (ahead.name, 0.2), (short.name, 0.1), (loaded.name, 0.04),
+                          (compiled.name, 0.032)):
         row = rows[name]
         measured = BUDGET + 1  # and the default config, measured free of the budget
         assert row[1] == row[2] == str(measured)  # every config ran correctly
@@ -82,7 +85,7 @@ def test_the_report_reads_its_own_database_at_its_own_shape(triton_task, tmp_pat
     """The shipped data beside the database (here a baseline-variant session in ./cache.db) and
     sessions at another shape are not part of the pair that was run."""
     monkeypatch.chdir(tmp_path)
-    baseline, _, short, loaded = bench_overhead.VARIANTS
+    baseline, _, short, loaded, _ = bench_overhead.VARIANTS
     _session(tmp_path / "cache.db", triton_task, {"build_ahead": False, "timing_target_ms": 250.0},
              CostedEvaluator(0.3))
     db = tmp_path / "pair.db"
@@ -103,7 +106,7 @@ def test_a_database_without_the_variants_is_refused_in_one_line(triton_task, tmp
         bench_overhead.report(db)
 
 
-@pytest.mark.parametrize("switch", ["build_ahead", "build_from_worker"])
+@pytest.mark.parametrize("switch", ["build_ahead", "build_from_worker", "compile_ahead"])
 def test_the_switch_is_kept_in_the_stored_options_even_when_off(switch):
     stored = SessionOptions(**{switch: False}).to_record()
     assert stored[switch] is False

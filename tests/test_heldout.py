@@ -137,6 +137,26 @@ def test_runs_that_loaded_the_compile_workers_code_are_judged_apart_and_planned_
     assert sorted((run.strategy, run.seed) for run in load_runs(db, None)) == [("pattern", 1), (built, 2)]
 
 
+def test_runs_that_compiled_ahead_are_judged_apart_from_those_that_only_loaded_the_workers_code(tmp_path):
+    """Compiling the next generation ahead is faster tooling again: its runs carry both marks, in
+    the order the tooling came, and a plan under it counts only its own runs as recorded."""
+    problem, task, db, cache = small_study(tmp_path)
+    costs = lambda p: 1.0 + hashed_cost(p)  # noqa: E731
+    record_run(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=costs, worker_built=True)
+    record_run(cache, task, arm=d.COLD, strategy="pattern", seed=2, setup_s=1.0, costs=costs, worker_built=True,
+               compiled_ahead=True)
+    cache.close()
+    built, ahead = "pattern" + d.WORKER_BUILT, "pattern" + d.WORKER_BUILT + d.COMPILED_AHEAD
+    recorded = recorded_keys(db, None)
+    assert recorded == {run_key(problem, d.COLD, built, 1), run_key(problem, d.COLD, ahead, 2)}
+    assert not kept_apart(ahead)
+    plan = runner.Plan(problems=(problem,), arms=(d.COLD,), strategies=("pattern",), seeds=(1, 2), shipped=None,
+                       worker_built=True, compiled_ahead=True)
+    (job,) = runner.plan_jobs(plan, recorded)
+    assert (job.seed, job.label, job.key[4]) == (1, ahead, ahead)
+    assert [j.seed for j in runner.plan_jobs(runner.replace(plan, compiled_ahead=False), recorded)] == [2]
+
+
 def test_a_run_of_a_changed_strategy_is_kept_apart_and_run_again(tmp_path, monkeypatch):
     """A run recorded by another version of the strategy's source (or before sessions recorded
     it) is reported as '(earlier version)', and the study's run with today's strategy is planned;

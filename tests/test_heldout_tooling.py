@@ -62,3 +62,25 @@ def test_runs_before_and_after_the_tooling_are_paired_by_strategy_and_seed(tmp_p
     (record,) = tooling_json([pair])
     assert record["same_answer"] == 1 and record["pace_after"]["generation_s"] == pair.pace[1].generation_s
     assert tooling_section([], summaries) == []
+
+
+def test_runs_that_compiled_ahead_are_paired_with_the_tooling_before_theirs(tmp_path):
+    """Each tooling is read against the one before it: a compiled-ahead run against the
+    worker-built run of its seed (not the runs before both), in a section of its own."""
+    problem, task, db, cache = small_study(tmp_path)
+    costs = lambda p: 1.0 + hashed_cost(p)  # noqa: E731
+    record_run(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=costs)
+    record_run(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=costs, worker_built=True)
+    record_run(cache, task, arm=d.COLD, strategy="pattern", seed=1, setup_s=1.0, costs=costs, worker_built=True,
+               compiled_ahead=True)
+    cache.close()
+    summaries = summarise(load_runs(db, None), (problem,))
+    built, ahead = tooling_pairs(summaries, partial(search_rows, db, None))
+    assert (built.strategy, built.mark, ahead.strategy, ahead.mark) == (
+        "pattern", d.WORKER_BUILT, "pattern" + d.WORKER_BUILT, d.COMPILED_AHEAD)
+    assert ahead.before.runs[0].session_id == built.after.runs[0].session_id
+    text = "\n".join(tooling_section([built, ahead], summaries))
+    assert text.index("## What loading the compile workers' code changed") < \
+        text.index("## What compiling the next generation ahead changed")
+    assert f"| {problem.shape} | cold pattern (worker-built) | 1 |" in text
+    assert [record["tooling"] for record in tooling_json([built, ahead])] == ["(worker-built)", "(compiled ahead)"]

@@ -32,8 +32,9 @@ import os
 import time
 from typing import Any, Callable, Iterator, Sequence
 
+from autotune.evaluators.compile_ahead import COMPILE_AHEAD, Ahead, Guess
 from autotune.evaluators.compile_deadline import CompileDeadline
-from autotune.evaluators.gpu_generation import Generation, result_from_reply
+from autotune.evaluators.gpu_generation import Generation, drop_ahead, result_from_reply
 from autotune.evaluators.gpu_process import (SETTING_UP, Worker, WorkerSetupError, wait_all_ready,
                                              worker_context)
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main
@@ -62,7 +63,8 @@ class GPUEvaluator:
                  compile_workers: int | None = None, compile_timeout_s: float = 60.0,
                  run_timeout_s: float = 30.0, bench_timeout_s: float = 60.0, seed: int = 0,
                  timing: TimingOptions = TimingOptions(), compile_timeout_factor: float = 10.0,
-                 compile_target: Callable = compile_worker_main, bench_target: Callable = bench_worker_main) -> None:
+                 compile_target: Callable = compile_worker_main, bench_target: Callable = bench_worker_main,
+                 compile_ahead: bool | None = None) -> None:
         self.description = f"measuring on {device_name}"
         self.compile_deadline = CompileDeadline(compile_timeout_s, factor=compile_timeout_factor)
         self.run_timeout_s = run_timeout_s
@@ -76,6 +78,10 @@ class GPUEvaluator:
         init = WorkerInit(kernel=locator_of(kernel), shape=tuple(shape), dtype=dtype, seed=seed, timing=timing,
                           hooks=hooks_payload(kernel))
         count = compile_workers or default_compile_workers()
+        # Whether the session may pass `guess` to `evaluate` (compile_ahead.py; None: the switch's
+        # default), and what generations compiled ahead for the next one.
+        self.compiles_ahead = COMPILE_AHEAD if compile_ahead is None else compile_ahead
+        self.ahead = Ahead()
         # The targets are parameters so tests can drive this orchestration with fake workers.
         self._compilers = [Worker(ctx, compile_target, init, f"compile-{i}", gated=True) for i in range(count)]
         self._bench = Worker(ctx, bench_target, init, "bench")
@@ -99,17 +105,19 @@ class GPUEvaluator:
         # that needs it, like a smoke run.
 
     # -- the protocol --------------------------------------------------------------
-    def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
+    def evaluate(self, candidates: Sequence[Candidate], guess: Guess | None = None) -> Iterator[Result]:
         compile_s = self.compile_deadline.seconds()
         generation = Generation(self._compilers, self._bench, list(candidates), compile_timeout_s=compile_s,
                                 run_timeout_s=self.run_timeout_s, bench_timeout_s=self.bench_timeout_s,
-                                compile_timeout_note=self.compile_deadline.describe(compile_s))
+                                compile_timeout_note=self.compile_deadline.describe(compile_s),
+                                ahead=self.ahead, guess=guess if self.compiles_ahead else None)
         for result in generation.results():
             self.compile_deadline.observe(result)
             yield result
 
     def baselines(self) -> dict[str, Result]:
         """The kernel's library baselines and a device-to-device copy of the input (the bandwidth ceiling)."""
+        drop_ahead(self.ahead, self._compilers)  # the search is over: no generation follows
         names = self._baseline_names
         results = {name: self._bench_one(("baseline", name, name), None, timeout_s=BASELINE_TIMEOUT_S) for name in names}
         results[COPY_BASELINE] = self._bench_one(("copy", COPY_BASELINE, None), None)
@@ -119,6 +127,7 @@ class GPUEvaluator:
         """Re-time the candidates round-robin in one process; medians over all rounds."""
         if not candidates:
             return {}
+        drop_ahead(self.ahead, self._compilers)  # compiles would share the cores with the re-timing
         request = ("rebench", "final", [(c.key, dict(c.native)) for c in candidates])
         reply = self._request(request, self.bench_timeout_s * (1 + len(candidates)))
         if reply.get("status") != Status.OK.value:
@@ -131,6 +140,7 @@ class GPUEvaluator:
         return results
 
     def close(self) -> None:
+        drop_ahead(self.ahead, self._compilers)  # mid-compile they would answer only once it ends
         workers = [*self._compilers, self._bench]
         for worker in workers:  # ask all to exit first, then wait: exits overlap
             worker.request_stop()

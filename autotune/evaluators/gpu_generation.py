@@ -6,6 +6,10 @@ Each config goes: dispatched to an idle compile worker -> 'compiled' (no GPU wor
 waits for a grant -> granted ("run", key) -> 'ran' -> queued for the benchmark worker ->
 timed.  The parent alone decides who may use the GPU: no lock is shared with the workers,
 since a killed process would hold it forever.
+
+Beside its own configs, a generation may compile the next generation's likely configs on the
+compile workers its slowest compiles leave idle, and starts with those compiled ahead for it
+(compile_ahead.py).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Iterator, Sequence
 
+from autotune.evaluators.compile_ahead import Ahead, AheadJob, Guess
 from autotune.evaluators.gpu_process import BOOTED, BOOTING, READY, SETTING_UP, STOPPED, Worker, WorkerSetupError
 from autotune.types import Candidate, Result, Status
 
@@ -60,7 +65,7 @@ class Generation:
 
     def __init__(self, compilers: Sequence[Worker], bench: Worker, candidates: Sequence[Candidate], *,
                  compile_timeout_s: float, run_timeout_s: float, bench_timeout_s: float,
-                 compile_timeout_note: str = "") -> None:
+                 compile_timeout_note: str = "", ahead: Ahead | None = None, guess: Guess | None = None) -> None:
         self.compilers, self.bench = list(compilers), bench
         self.timeouts = {COMPILE: compile_timeout_s, RUN: run_timeout_s}
         self.notes = {COMPILE: compile_timeout_note, RUN: ""}  # why the deadline is what it is
@@ -71,18 +76,35 @@ class Generation:
         self.to_bench: deque[_Job] = deque()  # ran, in the order they ran
         self.bench_job: _BenchJob | None = None
         self.setup_failures: list[str] = []
+        # Compiling ahead (compile_ahead.py): the evaluator's store, kept across generations,
+        # and what to ask for the next generation's configs (None: nothing is compiled ahead).
+        self.ahead = ahead if ahead is not None else Ahead()
+        self.guess = guess
+        self.size = len(self.pending)
+        self.keys = {candidate.key for candidate in self.pending}
+        self.known: list[Result] = []  # this generation's results so far
+        self.guessed = False
+        self.complete = False
 
     def results(self) -> Iterator[Result]:
         try:
-            while self.pending or self.jobs or self.to_bench or self.bench_job:
-                yield from self._tend_compilers()
-                yield from self._tend_bench()
-                yield from self._use_gpu()
-                ready = self._wait()
-                yield from self._read(ready)
-                yield from self._expire()
+            for result in self._run():
+                self.known.append(result)
+                yield result
         finally:  # also when the caller stopped early (time budget, Ctrl-C)
             self._abandon()
+
+    def _run(self) -> Iterator[Result]:
+        yield from self._take_over_ahead()
+        while self.pending or self.jobs or self.to_bench or self.bench_job:
+            yield from self._tend_compilers()
+            yield from self._tend_bench()
+            yield from self._use_gpu()
+            self._compile_ahead()
+            ready = self._wait()
+            yield from self._read(ready)
+            yield from self._expire()
+        self.complete = True
 
     # -- who may use the GPU -----------------------------------------------------------------
     def _compilers_on_gpu(self) -> bool:
@@ -141,7 +163,7 @@ class Generation:
     def _tend_compilers(self) -> Iterator[Result]:
         """Start, watch and feed the idle compile workers; never block on one that is booting."""
         for index, worker in enumerate(self.compilers):
-            if index in self.jobs:
+            if index in self.jobs or index in self.ahead.jobs:
                 continue
             if worker.state == STOPPED:
                 if not self.pending:
@@ -237,11 +259,13 @@ class Generation:
     def _wait(self) -> set[Any]:
         """Sleep until a watched pipe has something or the next deadline passes."""
         conns = [self.compilers[index].conn for index in self.jobs]
+        conns += [self.compilers[index].conn for index, job in self.ahead.jobs.items() if not job.compiled]
         conns += [w.conn for w in self.compilers if w.state in (BOOTING, SETTING_UP) and w.conn is not None]
         if self.bench_job is not None or self.bench.state == BOOTING:
             conns.append(self.bench.conn)
         now = time.monotonic()
-        deadlines = [job.deadline for job in self.jobs.values() if job.deadline is not None]
+        deadlines = [job.deadline for job in [*self.jobs.values(), *self.ahead.jobs.values()]
+                     if job.deadline is not None]
         if self.bench_job is not None:
             deadlines.append(self.bench_job.deadline)
         timeout = max(0.0, min([*deadlines, now + POLL_S]) - now)
@@ -253,6 +277,9 @@ class Generation:
     def _read(self, ready: set[Any]) -> Iterator[Result]:
         for index in [i for i in list(self.jobs) if self.compilers[i].conn in ready]:
             yield from self._on_compiler_message(index)
+        for index in [i for i, job in list(self.ahead.jobs.items()) if not job.compiled
+                      and self.compilers[i].conn in ready]:
+            self._on_ahead_message(index)
         if self.bench_job is not None and self.bench.conn in ready:
             yield self._on_bench_reply()
 
@@ -266,6 +293,15 @@ class Generation:
                 yield Result(key=job.candidate.key, status=status, compile_s=job.compile_s,
                              error=f"{job.stage} did not finish within {self.timeouts[job.stage]:g} s"
                                    f"{self.notes[job.stage]}; worker killed")
+        for index, ahead in list(self.ahead.jobs.items()):
+            if ahead.deadline is not None and ahead.deadline <= now:
+                del self.ahead.jobs[index]
+                self.compilers[index].restart()
+                if not ahead.dropped:  # asked for later, it is answered so: it would time out again
+                    key = ahead.candidate.key
+                    self.ahead.failed[key] = Result(key=key, status=Status.COMPILE_TIMEOUT,
+                                                    error=f"compile did not finish within {ahead.limit_s:g} s"
+                                                          f"{ahead.note}; worker killed")
         job = self.bench_job
         if job is not None and job.deadline <= now:
             self.bench_job = None
@@ -277,12 +313,15 @@ class Generation:
     def _abandon(self) -> None:
         """Workers mid-job would answer for configs nobody asks about any more: kill those compile
         workers (a later generation starts them again when it has configs for them: an early stop
-        usually ends the session, and replacements still importing would hold up its close); give
-        the benchmark a moment to answer, else replace it."""
+        usually ends the session, and replacements still importing would hold up its close), and
+        after an early stop those compiling ahead too; give the benchmark a moment to answer, else
+        replace it."""
         for index in list(self.jobs):
             self.compilers[index].kill()
         self.jobs.clear()
         self.to_grant.clear()
+        if not self.complete:
+            drop_ahead(self.ahead, self.compilers)
         job, self.bench_job = self.bench_job, None
         if job is None:
             return
@@ -293,3 +332,109 @@ class Generation:
             answered = None
         if not answered or answered.get("status") == Status.CRASH.value or not self.bench.alive():
             self.bench.restart()
+
+    # -- compiling ahead (compile_ahead.py) ---------------------------------------------------------
+    def _take_over_ahead(self) -> Iterator[Result]:
+        """Start from what was compiled ahead for this generation's configs (a failure is its
+        answer); free the workers holding configs it does not ask for."""
+        ahead, wanted = self.ahead, {candidate.key: candidate for candidate in self.pending}
+        taken: set[str] = set()
+        for key in wanted:
+            failure = ahead.failed.pop(key, None)
+            if failure is not None:
+                taken.add(key)
+                yield failure
+        ahead.counts["used"] += len(taken)
+        ahead.counts["dropped"] += len(ahead.failed)
+        ahead.failed.clear()
+        for index, job in list(ahead.jobs.items()):
+            key = job.candidate.key
+            if job.dropped:
+                continue  # still compiling for nobody: freed when it ends
+            if key not in wanted or key in taken:
+                ahead.counts["dropped"] += 1
+                self._free_ahead(index)
+                continue
+            taken.add(key)
+            ahead.counts["used"] += 1
+            del ahead.jobs[index]
+            if job.compiled:
+                self.jobs[index] = _Job(wanted[key], WAITING, None, job.compile_s, job.generated)
+                self.to_grant.append(index)
+            else:
+                self.jobs[index] = _Job(wanted[key], COMPILE, job.deadline)
+        if taken:
+            self.pending = deque(candidate for candidate in self.pending if candidate.key not in taken)
+
+    def _free_ahead(self, index: int) -> None:
+        """A compiled config is let go at once; one still compiling, once its compile ends."""
+        job = self.ahead.jobs[index]
+        if not job.compiled:
+            job.dropped = True
+            return
+        del self.ahead.jobs[index]
+        try:
+            self.compilers[index].conn.send(("skip", job.candidate.key))
+        except OSError:
+            self.compilers[index].restart()
+
+    def _compile_ahead(self) -> None:
+        """Once the GPU waits on compiles alone and most of the generation is known, compile the
+        guessed next configs on the idle compile workers (once per generation)."""
+        if self.guess is None or self.guessed or self.pending or not self.jobs or 2 * len(self.known) < self.size:
+            return
+        if self.bench_job is not None or self.to_bench or any(job.stage != COMPILE for job in self.jobs.values()):
+            return
+        idle = [index for index, worker in enumerate(self.compilers)
+                if index not in self.jobs and index not in self.ahead.jobs and worker.state == READY]
+        if not idle:
+            return
+        self.guessed = True
+        try:
+            guesses = list(self.guess(list(self.known), [job.candidate.key for job in self.jobs.values()]))
+        except Exception:  # noqa: BLE001 - a guess that fails costs the generation nothing
+            self.ahead.counts["guess_failed"] += 1
+            return
+        for candidate in guesses:
+            if not idle:
+                break
+            if candidate.key in self.keys or self.ahead.holds(candidate.key):
+                continue
+            index = idle.pop(0)
+            try:
+                self.compilers[index].conn.send((candidate.key, dict(candidate.native)))
+            except OSError:  # it died while idle
+                self.compilers[index].restart()
+                continue
+            self.ahead.jobs[index] = AheadJob(candidate, time.monotonic() + self.timeouts[COMPILE],
+                                              limit_s=self.timeouts[COMPILE], note=self.notes[COMPILE])
+            self.ahead.counts["guessed"] += 1
+
+    def _on_ahead_message(self, index: int) -> None:
+        worker, job = self.compilers[index], self.ahead.jobs[index]
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            del self.ahead.jobs[index]
+            worker.restart()
+            return
+        if message[0] == "compiled":
+            job.deadline, job.compile_s, job.generated = None, message[2], message[3]
+            if job.dropped:
+                self._free_ahead(index)
+        elif message[0] == "failed":
+            del self.ahead.jobs[index]
+            _, key, status, error, seconds = message
+            if not worker.alive() or Status(status) is Status.CRASH:
+                worker.restart()
+            if not job.dropped:
+                self.ahead.failed[key] = Result(key=key, status=Status(status), error=error, compile_s=seconds)
+
+
+def drop_ahead(ahead: Ahead, compilers: Sequence[Worker]) -> None:
+    """Forget every compile ahead, killing the workers still holding one (restarted when needed)."""
+    for index in list(ahead.jobs):
+        compilers[index].kill()
+    ahead.counts["dropped"] += sum(not job.dropped for job in ahead.jobs.values()) + len(ahead.failed)
+    ahead.jobs.clear()
+    ahead.failed.clear()

@@ -199,7 +199,8 @@ def _is_float_tensor(x: Any) -> bool:
 
 
 def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
-    """Requests: (key, native) to compile, then ("run", key) once granted; None stops.
+    """Requests: (key, native) to compile, then ("run", key) once granted, or ("skip", key)
+    for a config compiled ahead that no generation asked for; None stops.
     Replies: ("compiled", key, seconds, generated module or None), ("ran", key),
     ("failed", key, status, error, seconds)."""
     import torch
@@ -216,9 +217,12 @@ def compile_worker_main(conn: Connection, init: WorkerInit) -> None:
         compile_s = _compile(conn, state, key, native)
         if compile_s is None:
             continue
-        if conn.recv() is None:  # ("run", key): the GPU is ours
+        grant = conn.recv()
+        if grant is None:
             return
-        _smoke_run(conn, state, key, native, compile_s)
+        if grant[0] == "skip":
+            continue
+        _smoke_run(conn, state, key, native, compile_s)  # ("run", key): the GPU is ours
 
 
 def _compile(conn: Connection, state: _State, key: str, native: dict[str, Any]) -> float | None:

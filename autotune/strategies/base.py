@@ -35,6 +35,10 @@ class Strategy(ABC):
     needs_bound_kernel: ClassVar[bool] = False
     #: True when it proposes only the configs it is given (`configs=`): it has no points of its own.
     needs_configs: ClassVar[bool] = False
+    #: True when a deep copy of it, told a generation's results, asks what it would ask next: an
+    #: evaluator may then compile that ahead (autotune/next_generation.py).  False for those
+    #: whose search a copy cannot take along (Helion's own, running in its thread).
+    guessable: ClassVar[bool] = True
 
     def __init__(self, space: SearchSpace, seed: int = 0, **options: Any) -> None:
         if options:

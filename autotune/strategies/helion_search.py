@@ -124,6 +124,7 @@ class _DrivenLFBOTreeSearch(_Driven, LFBOTreeSearch):
 class _HelionSearch(Strategy):
     """Runs one of Helion's searches on the task's bound kernel (see the module docstring)."""
 
+    guessable = False  # Helion's search runs on in its own thread: a copy would not be told
     search_class: ClassVar[type] = PatternSearch
     driven_class: ClassVar[type] = _DrivenPatternSearch
     exhaustive = False

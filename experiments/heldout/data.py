@@ -187,8 +187,9 @@ def strategy_label(session: dict[str, Any]) -> str:
     study's (`definition.TIMING_MS`: '@250ms'), ran a strategy whose source has changed since
     (' (earlier version)'), or (a warm arm) took seeds that its present seed source would not
     give (' (earlier seeds)', `definition.seeds_changed_at`): such a run is reported and judged
-    apart.  A run that loaded its compile workers' code is marked too (' (worker-built)'): judged
-    apart from the runs before that tooling, but not kept apart (it is today's tooling)."""
+    apart.  A run that loaded its compile workers' code is marked too (' (worker-built)'), and one
+    that compiled its next generations ahead (' (compiled ahead)'): judged apart from the runs
+    before that tooling, but not kept apart (it is today's tooling)."""
     tags = experiment_tags(session["options"])
     strategy = tags.get("strategy", "?")
     arm = tags.get("arm")
@@ -197,8 +198,8 @@ def strategy_label(session: dict[str, Any]) -> str:
     timing = session["options"]["timing_target_ms"]  # older records read as the target they ran under
     if timing != d.TIMING_MS:
         strategy = f"{strategy}{TIMING_MARK}{timing:g}ms"
-    if session["options"].get("build_from_worker"):
-        strategy += d.WORKER_BUILT
+    strategy += d.tooling_mark(bool(session["options"].get("build_from_worker")),
+                               bool(session["options"].get("compile_ahead")))
     if not same_source(tags.get("strategy", "?"), session["options"].get("strategy_source")):
         strategy += EARLIER
     problem = _problem(session)

@@ -251,6 +251,17 @@ TIMING_MS = 25.0
 # generating it again: faster tooling than the runs before it, so its runs are judged as a
 # strategy of their own rather than mixed with (or standing instead of) the runs without it.
 WORKER_BUILT = " (worker-built)"
+# The mark on the label of a run of ours whose evaluator compiled each next generation's likely
+# configs ahead (`compile_ahead`, autotune/evaluators/compile_ahead.py): faster tooling again,
+# judged apart for the same reason.
+COMPILED_AHEAD = " (compiled ahead)"
+
+
+def tooling_mark(worker_built: bool, compiled_ahead: bool) -> str:
+    """The marks of the tooling a run of ours ran under, in the order the tooling came."""
+    return (WORKER_BUILT if worker_built else "") + (COMPILED_AHEAD if compiled_ahead else "")
+
+
 # The tag of a run that compiled into empty caches of its own (gpu_process.fresh_compile_caches).
 FRESH_CACHES = "fresh"
 BUDGET = 300  # configs per session: the time limit is meant to bind first

@@ -33,9 +33,11 @@ class ArmJob:
     seconds: float
     shipped: Path | None
     cache_from: tuple[str, ...] = ()  # warm-cache: the shapes its seeds come from (recorded as a tag)
-    # Whether its benchmark process will load the compile workers' code: its run's label then
-    # carries definition.WORKER_BUILT, and so must its key, or the runner would plan it again.
+    # Whether its benchmark process will load the compile workers' code, and whether its evaluator
+    # will compile ahead: its run's label then carries definition.tooling_mark, and so must its
+    # key, or the runner would plan it again.
     worker_built: bool = False
+    compiled_ahead: bool = False
     expected_s: float | None = field(default=None, compare=False)  # how long it should take (with_expected_times)
 
     @property
@@ -45,7 +47,7 @@ class ArmJob:
     @property
     def label(self) -> str:
         """The strategy label its run will be recorded under (data.strategy_label)."""
-        return self.strategy + (d.WORKER_BUILT if self.worker_built else "")
+        return self.strategy + d.tooling_mark(self.worker_built, self.compiled_ahead)
 
     def describe(self) -> str:
         return f"{self.arm} {self.label} seed {self.seed} at {self.problem.label}"

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from autotune.cli import positive_float
 from autotune.errors import UserError
+from autotune.evaluators.compile_ahead import COMPILE_AHEAD
 from autotune.evaluators.generated_module import BUILD_FROM_WORKER
 from autotune.experiment import DeadlineReached, ExperimentOptions, execute_jobs
 
@@ -60,9 +61,11 @@ class Plan:
     limit_to_target: bool = False
     budget: int = d.BUDGET
     shipped: Path | None = Path("cache.db")
-    # Whether our arms' benchmark processes load the compile workers' code (the evaluator's
-    # switch, which the commands below read): their runs are labelled and judged apart.
+    # Whether our arms' benchmark processes load the compile workers' code, and whether their
+    # evaluators compile ahead (the evaluator's switches, which the commands below read): their
+    # runs are labelled and judged apart.
     worker_built: bool = False
+    compiled_ahead: bool = False
     again: bool = False
     # What the warm-cache arm's seeds read: the shipped data without this study's sessions
     # (isolation.without_study); the shipped data itself where not set.
@@ -82,7 +85,8 @@ def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[P
             shipped = (plan.seed_data or plan.shipped) if arm == d.WARM_CACHE else plan.shipped
             limit = (limits or {}).get((problem, arm))
             seconds = plan.seconds if limit is None else limit.seconds
-            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, seconds, shipped, shapes, plan.worker_built)
+            jobs += [ArmJob(problem, arm, strategy, seed, plan.budget, seconds, shipped, shapes, plan.worker_built,
+                            plan.compiled_ahead)
                      for strategy in strategies_of(plan, arm) for seed in plan.seeds]
     return [job for job in jobs if plan.again or job.key not in recorded]
 
@@ -357,7 +361,8 @@ def read_target_limits(plan: Plan, db: Path, console: Any, runs: Sequence[Run] |
 def run(options: ExperimentOptions, console: Any) -> None:
     """`autotune experiment run experiments/heldout`: --methods picks arms; strategies and seeds
     are the definition's (the runner's own command line sets them)."""
-    plan = select(Plan(shipped=options.shipped, again=options.again, worker_built=BUILD_FROM_WORKER), options.shapes,
+    plan = select(Plan(shipped=options.shipped, again=options.again, worker_built=BUILD_FROM_WORKER,
+                       compiled_ahead=COMPILE_AHEAD), options.shapes,
                   options.methods)
     plan = replace(plan, seconds=options.seconds or plan.seconds, budget=options.budget or plan.budget)
     execute(plan, options, console)
@@ -407,7 +412,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                        helion_seeds=tuple(map(int, listed(args.helion_seeds))),
                        seconds=d.SECONDS if args.seconds == TARGET else args.seconds,
                        limit_to_target=args.seconds == TARGET,
-                       budget=args.budget, shipped=shipped, again=args.again, worker_built=BUILD_FROM_WORKER),
+                       budget=args.budget, shipped=shipped, again=args.again, worker_built=BUILD_FROM_WORKER,
+                       compiled_ahead=COMPILE_AHEAD),
                   listed(args.shapes), listed(args.arms))
     plan = with_strategies(plan, listed(args.strategies))
     args.db.parent.mkdir(parents=True, exist_ok=True)

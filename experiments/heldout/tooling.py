@@ -1,5 +1,6 @@
-"""What loading the compile workers' code changed: one arm and strategy, the same seeds and shapes,
-run before and after that tooling (`definition.WORKER_BUILT`).
+"""What each change of tooling changed: one arm and strategy, the same seeds and shapes, run before
+and after it (loading the compile workers' code, `definition.WORKER_BUILT`; then compiling the
+next generation ahead, `definition.COMPILED_AHEAD`).
 
 Why this is read apart: the tooling is not a strategy, and runs under it are judged apart from
 the runs before it (`data.strategy_label`), so neither set's verdicts say what the tooling did.
@@ -25,6 +26,10 @@ from . import definition as d
 from .analysis import ArmSummary, ProblemSummary, allowed_s
 from .data import Run
 from .verdicts import in_time
+
+# Each tooling's mark on a run's label, in the order the tooling came, and what it did.
+TOOLINGS = ((d.WORKER_BUILT, "loading the compile workers' code"),
+            (d.COMPILED_AHEAD, "compiling the next generation ahead"))
 
 
 @dataclass(frozen=True)
@@ -57,11 +62,12 @@ class Pace:
 
 @dataclass(frozen=True)
 class ToolingPair:
-    """One arm and strategy at one problem, run before and after the worker-built tooling."""
+    """One arm and strategy at one problem, run before and after one tooling (its mark)."""
 
     problem: d.Problem
     arm: str
     strategy: str  # the label without the tooling's mark
+    mark: str  # the tooling's (TOOLINGS)
     before: ArmSummary
     after: ArmSummary
     allowed_s: float | None  # what the arm's time target allows at the problem
@@ -88,28 +94,37 @@ def tooling_pairs(summaries: Sequence[ProblemSummary],
     """Every arm and strategy with runs both ways at a problem; `rows_of` reads their search rows
     (`data.search_rows`)."""
     pairs = []
-    for summary in summaries:
-        for after in summary.arms:
-            if not after.strategy.endswith(d.WORKER_BUILT):
-                continue
-            strategy = after.strategy[: -len(d.WORKER_BUILT)]
-            before = summary.arm(after.arm, strategy)
-            if before is None or not before.runs:
-                continue
-            rows = rows_of([r.session_id for r in before.runs + after.runs])
-            pairs.append(ToolingPair(summary.problem, after.arm, strategy, before, after,
-                                     allowed_s(summary, after.arm), (Pace.of(before.runs, rows), Pace.of(after.runs, rows))))
+    for mark, _ in TOOLINGS:
+        for summary in summaries:
+            for after in summary.arms:
+                if not after.strategy.endswith(mark):
+                    continue
+                strategy = after.strategy[: -len(mark)]
+                before = summary.arm(after.arm, strategy)
+                if before is None or not before.runs:
+                    continue
+                rows = rows_of([r.session_id for r in before.runs + after.runs])
+                pairs.append(ToolingPair(summary.problem, after.arm, strategy, mark, before, after,
+                                         allowed_s(summary, after.arm),
+                                         (Pace.of(before.runs, rows), Pace.of(after.runs, rows))))
     return pairs
 
 
 def tooling_section(pairs: Sequence[ToolingPair], summaries: Sequence[ProblemSummary]) -> list[str]:
-    """The report's table, and the median change in configs per second over the shapes."""
+    """A table per tooling, with the median change in configs per second over the shapes."""
+    lines: list[str] = []
+    for mark, name in TOOLINGS:
+        lines += _section(mark, name, [pair for pair in pairs if pair.mark == mark], summaries)
+    return lines
+
+
+def _section(mark: str, name: str, pairs: Sequence[ToolingPair], summaries: Sequence[ProblemSummary]) -> list[str]:
     if not pairs:
         return []
     by_problem = {s.problem: s for s in summaries}
-    lines = ["## What loading the compile workers' code changed", "",
+    lines = [f"## What {name} changed", "",
              "The same arm, strategy and seeds at the same shapes, before and after the runs marked "
-             f"'{d.WORKER_BUILT.strip()}' (before → after; `experiments/heldout/tooling.py`). **benchmark s per "
+             f"'{mark.strip()}' (before → after; `experiments/heldout/tooling.py`). **benchmark s per "
              "config**: the benchmark process's time per config, median over the runs' configs (its build, accuracy "
              "check and timing). **s per generation** and **its slowest compile s**: medians over the runs' "
              "generations (a strategy asks for the next generation once this one is told). **search limit s** differs where the runs before were given a fixed limit instead "
@@ -139,7 +154,7 @@ def tooling_section(pairs: Sequence[ToolingPair], summaries: Sequence[ProblemSum
 
 def tooling_json(pairs: Sequence[ToolingPair]) -> list[dict[str, Any]]:
     return [{"kernel": p.problem.kernel, "shape": p.problem.shape, "dtype": p.problem.dtype, "arm": p.arm,
-             "strategy": p.strategy, "seeds": p.seeds,
+             "strategy": p.strategy, "tooling": p.mark.strip(), "seeds": p.seeds,
              "pace_before": vars(p.pace[0]), "pace_after": vars(p.pace[1]),
              "configs_per_s_before": p.before.rate.record(), "configs_per_s_after": p.after.rate.record(),
              "to_helion_s_before": p.before.to_helion.record(), "to_helion_s_after": p.after.to_helion.record(),
