@@ -23,7 +23,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from autotune.cache import Cache
 from autotune.cache_merge import FORKED
@@ -66,9 +66,12 @@ def by_generation(rows: list[Any]) -> dict[int, set[str]]:
     return dict(asked)
 
 
-def rerun_session(cache: Cache, session_id: int, strategy: str | None = None) -> Rerun:
+def rerun_session(cache: Cache, session_id: int, strategy: str | None = None, *,
+                  wrap: Callable[[Any, list[Any]], Any] | None = None) -> Rerun:
     """Re-run recorded session `session_id` with today's source of its strategy, or of
-    `strategy` (whether another walk would have asked the same).  One-line `UserError` for a
+    `strategy` (whether another walk would have asked the same).  `wrap(evaluator, rows)` may
+    put a probe around the evaluator that answers from the session's rows (one that also asks
+    the session's guesses: experiments/compile_ahead_replay.py).  One-line `UserError` for a
     session that cannot be re-run."""
     session = cache.session(session_id)
     if session is None:
@@ -90,6 +93,8 @@ def rerun_session(cache: Cache, session_id: int, strategy: str | None = None) ->
     seeds, seeds_recorded = _seeds(cache, session, task, rows)
     evaluator = ReplayEvaluator(Oracle.from_results({row.candidate.key: [row.result] for row in rows}), {},
                                 description=f"the answers session {session_id} recorded")
+    if wrap is not None:
+        evaluator = wrap(evaluator, rows)
     settings = SessionSettings(strategy=name, seed=session["seed"] or 0, budget=session["budget"],
                                seconds=None if session["budget"] else 1e9, fresh=True,
                                generation_size=options.generation_size, mode="replay", generations=max(recorded))
