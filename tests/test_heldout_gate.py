@@ -1,6 +1,7 @@
-"""`runner --until-missed` (experiments/heldout/gate.py) and the hooks it uses in
-`autotune.experiment.execute_jobs`: a series stops once most of a shape's seeds missed its time
-target, counting the runs recorded before and each run read back as it finishes."""
+"""`runner --until-missed` and `--until-decided` (experiments/heldout/gate.py) and the hooks they
+use in `autotune.experiment.execute_jobs`: a series stops once most of a shape's seeds missed
+its time target, and (--until-decided) its seeds at a shape stop once most met it there,
+counting the runs recorded before and each run read back as it finishes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from autotune.errors import UserError
 from autotune.experiment import ExperimentOptions, execute_jobs
 from conftest import hashed_cost
 from experiments.heldout import definition as d
-from experiments.heldout.gate import MissGate
+from experiments.heldout.gate import VerdictGate
 from experiments.heldout.jobs import ArmJob, HelionQuickJob
 from experiments.heldout.limits import TargetLimit
 from heldout_records import record_run, small_study
@@ -35,7 +36,7 @@ def _job(problem, strategy="pattern-ties", seed=1, worker_built=False, arm=d.COL
 
 
 def test_a_series_is_decided_once_most_of_a_shapes_seeds_missed():
-    gate = MissGate(LIMITS, seeds=3)
+    gate = VerdictGate(LIMITS, seeds=3)
     gate.read([_run(LONG, 1, None), _run(LONG, 2, 10.0)])  # one missed, one in time
     assert gate.skip_reason(_job(WIDE)) is None
     gate.read([_run(LONG, 3, 26.0)])  # within 2%, but after the 25 s allowed: a second miss
@@ -48,9 +49,24 @@ def test_a_series_is_decided_once_most_of_a_shapes_seeds_missed():
     assert gate.skip_reason(HelionQuickJob(WIDE, 1, None)) is None
 
 
+@pytest.mark.parametrize("skip_met", [False, True])
+def test_with_skip_met_no_further_seed_runs_where_most_seeds_met_the_target(skip_met):
+    gate = VerdictGate(LIMITS, seeds=3, skip_met=skip_met)
+    gate.read([_run(LONG, 1, 10.0), _run(WIDE, 1, 12.0), _run(WIDE, 2, None)])
+    assert gate.skip_reason(_job(LONG, seed=2)) is None  # one of three: the median is still open
+    gate.read([_run(LONG, 2, 24.0)])  # in time (25 s allowed): two of three
+    expected = "cold pattern-ties already met its time target at 1792x81920 (2 of 3 seeds within it)"
+    assert gate.skip_reason(_job(LONG, seed=3)) == (expected if skip_met else None)
+    # other shapes of the series, other strategies and other tooling go on
+    assert gate.skip_reason(_job(WIDE, seed=3)) is None
+    assert gate.skip_reason(_job(LONG, seed=3, strategy="pattern-ends")) is None
+    assert gate.skip_reason(_job(LONG, seed=3, worker_built=True)) is None
+    assert gate.decided == {}
+
+
 def test_shapes_without_a_time_target_decide_nothing():
     no_reference = {(WIDE, d.COLD): TargetLimit(25.0, 30.0, 3.0, None)}
-    gate = MissGate({**LIMITS, **no_reference}, seeds=3)
+    gate = VerdictGate({**LIMITS, **no_reference}, seeds=3)
     gate.read([_run(problem, seed, None) for problem in (CELL, WIDE) for seed in (1, 2, 3)])
     gate.read([_run(LONG, seed, None, arm=d.HELION_QUICK) for seed in (1, 2, 3)])  # not a series of ours
     assert gate.decided == {}
@@ -93,14 +109,14 @@ def test_a_finished_run_is_read_back_from_the_database(tmp_path):
                    costs=lambda p: 1.0 + hashed_cost(p))
     sessions = [s["id"] for s in cache.sessions(limit=10)]
     cache.close()
-    gate = MissGate({(problem, d.COLD): TargetLimit(1.0, 0.0, 0.0, 5.0)}, seeds=3, db=db, shipped=None)
+    gate = VerdictGate({(problem, d.COLD): TargetLimit(1.0, 0.0, 0.0, 5.0)}, seeds=3, db=db, shipped=None)
     gate.finished(_job(problem, strategy="pattern"), {"session": sessions[0]})
     assert gate.decided == {} and len(gate.missed[(problem, d.COLD, "pattern")]) == 1
     gate.finished(_job(problem, strategy="pattern"), {"session": sessions[1]})
     gate.finished(_job(problem, strategy="pattern"), {"session": 10_000})  # no such session: nothing read
     assert gate.decided == {(d.COLD, "pattern"): problem}
     # a generous limit: the same runs are in time (their best is under 5 ms from the start)
-    generous = MissGate({(problem, d.COLD): TargetLimit(1.0, 1e6, 0.0, 5.0)}, seeds=3, db=db, shipped=None)
+    generous = VerdictGate({(problem, d.COLD): TargetLimit(1.0, 1e6, 0.0, 5.0)}, seeds=3, db=db, shipped=None)
     for session in sessions:
         generous.finished(_job(problem, strategy="pattern"), {"session": session})
     assert generous.missed == {} and generous.decided == {}

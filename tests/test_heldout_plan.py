@@ -58,7 +58,8 @@ def test_with_seconds_target_helion_quick_runs_first_and_our_arms_after_it():
 
 
 def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineReached],
-                  deadline_at: float | None = None, until_missed: bool = False, hooks: list | None = None) -> None:
+                  deadline_at: float | None = None, until_missed: bool = False, hooks: list | None = None,
+                  until_decided: bool = False) -> None:
     """runner.execute with the GPU's parts replaced: each phase's planning and running logged
     (and in `hooks`, the pruning hooks each phase's jobs ran with)."""
     import autotune.tuning
@@ -81,7 +82,7 @@ def _execute_with(monkeypatch, plan, ran: list, deadline_in: dict[str, DeadlineR
     monkeypatch.setattr(runner, "pending_jobs", pending)
     monkeypatch.setattr(runner, "execute_jobs", execute_jobs)
     runner.execute(plan, ExperimentOptions(folder=None, db=None, out=None, deadline_at=deadline_at), QUIET,
-                   until_missed=until_missed)
+                   until_missed=until_missed, until_decided=until_decided)
 
 
 def test_until_missed_gives_each_phase_a_gate_read_from_what_is_recorded_then(monkeypatch):
@@ -99,12 +100,13 @@ def test_until_missed_gives_each_phase_a_gate_read_from_what_is_recorded_then(mo
 
     recorded = ["a recorded run"]
 
-    def miss_gate(plan, db, runs):
+    def verdict_gate(plan, db, runs, skip_met=False):
         assert runs is recorded  # the runs the phase read once, for its limits too
         gates.append(Gate())
+        gates[-1].skip_met = skip_met
         return gates[-1]
 
-    monkeypatch.setattr(runner, "miss_gate", miss_gate)
+    monkeypatch.setattr(runner, "verdict_gate", verdict_gate)
     monkeypatch.setattr(runner, "recorded_runs", lambda plan, db: recorded)
     plan = runner.Plan(problems=(d.Problem("softmax", "2048x100000", "float16"),), seeds=(1,), helion_seeds=(1,),
                        limit_to_target=True, shipped=None)
@@ -116,6 +118,8 @@ def test_until_missed_gives_each_phase_a_gate_read_from_what_is_recorded_then(mo
     hooks.clear()
     _execute_with(monkeypatch, plan, [], {}, hooks=hooks)
     assert hooks == [(None, None), (None, None)] and len(gates) == 1
+    _execute_with(monkeypatch, plan, [], {}, until_decided=True)  # --until-decided: the gate skips met shapes too
+    assert [gate.skip_met for gate in gates] == [False, True]
 
 
 def test_our_arms_are_planned_once_helion_quicks_runs_have_run(monkeypatch):

@@ -34,7 +34,7 @@ from autotune.experiment import DeadlineReached, ExperimentOptions, execute_jobs
 
 from . import definition as d
 from .definition import Problem
-from .gate import MissGate
+from .gate import VerdictGate
 from .jobs import ArmJob, HelionQuickJob, Job
 from .limits import TARGET, parse_seconds
 
@@ -215,9 +215,11 @@ def select(plan: Plan, shapes: Sequence[str] = (), arms: Sequence[str] = ()) -> 
     return replace(plan, arms=tuple(arms)) if arms else plan
 
 
-def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: bool = False) -> None:
+def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: bool = False,
+            until_decided: bool = False) -> None:
     """Run the plan's pending jobs, phase by phase; with `until_missed`, no run of a series
-    that has missed its time target at a shape starts (gate.py)."""
+    that has missed its time target at a shape starts, and with `until_decided` also no seed
+    of a series at a shape where it has met its target (gate.py)."""
     from autotune.tuning import gpu_available
 
     from .isolation import without_study
@@ -233,14 +235,14 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: 
         not_started: list[str] = []
         for phase in phases(replace(plan, seed_data=seed_data)):
             # read once for both the search limits and the gate: a few seconds on the shipped data
-            runs = recorded_runs(phase, options.db) if until_missed and any(
+            runs = recorded_runs(phase, options.db) if (until_missed or until_decided) and any(
                 arm in d.OUR_ARMS for arm in phase.arms) else None
             jobs = pending_jobs(phase, options.db, console, runs)
             arm_jobs = [job for job in jobs if isinstance(job, ArmJob)]
             past_deadline = options.deadline_at is not None and time.monotonic() >= options.deadline_at
             if arm_jobs and not past_deadline:  # past it, execute_jobs says what was not started
                 warm_up(console, [job.problem for job in arm_jobs])
-            gate = miss_gate(phase, options.db, runs) if runs is not None and arm_jobs else None
+            gate = verdict_gate(phase, options.db, runs, until_decided) if runs is not None and arm_jobs else None
             try:
                 execute_jobs(jobs, options, console, describe=lambda job: job.describe(), noun="run",
                              skip=gate.skip_reason if gate else None, finished=gate.finished if gate else None)
@@ -260,13 +262,14 @@ def recorded_runs(plan: Plan, db: Path) -> list[Run]:
     return [] if nothing_recorded else load_runs(db, plan.shipped)
 
 
-def miss_gate(plan: Plan, db: Path, runs: Sequence[Run]) -> MissGate:
+def verdict_gate(plan: Plan, db: Path, runs: Sequence[Run], skip_met: bool = False) -> VerdictGate:
     """The series that have missed a time target at any of the study's shapes (not only the
-    plan's: a series missed anywhere has missed), from the runs recorded so far
-    (`recorded_runs`); it hears of each run that finishes after, read back from `db`."""
+    plan's: a series missed anywhere has missed), and with `skip_met` where each has met it, from
+    the runs recorded so far (`recorded_runs`); it hears of each run that finishes after, read
+    back from `db`."""
     from .limits import target_limits
 
-    gate = MissGate(target_limits(runs, d.PROBLEMS, d.OUR_ARMS), len(d.SEEDS), db, plan.shipped)
+    gate = VerdictGate(target_limits(runs, d.PROBLEMS, d.OUR_ARMS), len(d.SEEDS), db, plan.shipped, skip_met)
     gate.read(runs)
     return gate
 
@@ -403,6 +406,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="start no run of a series (arm and strategy) once it has missed its time target at a "
                              "shape (most of the shape's seeds not within 2%% of Helion quick in the time allowed), "
                              "counting the runs recorded before")
+    parser.add_argument("--until-decided", action="store_true",
+                        help="as --until-missed, and start no further seed of a series at a shape where most of "
+                             "the study's seeds already met its time target there (the median meets it whatever "
+                             "the others find)")
     parser.add_argument("--dry-run", action="store_true", help="print the runs that would run, and stop")
     started = time.monotonic()
     args = parser.parse_args(argv)
@@ -425,17 +432,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         from .isolation import without_study
 
         with without_study(shipped) as seed_data:
-            runs = recorded_runs(plan, args.db) if args.until_missed else None
+            runs = recorded_runs(plan, args.db) if args.until_missed or args.until_decided else None
             jobs = pending_jobs(replace(plan, seed_data=seed_data), args.db, console, runs)
             if len(phases(plan)) > 1:
                 console.print("Helion quick's runs come first: our arms' search limits are read once they are "
                               "recorded (below, from what is recorded now)")
                 jobs.sort(key=lambda job: not isinstance(job, HelionQuickJob))
-            gate = miss_gate(plan, args.db, runs) if runs is not None else None
+            gate = verdict_gate(plan, args.db, runs, args.until_decided) if runs is not None else None
             reasons = {id(job): gate.skip_reason(job) for job in jobs} if gate else {}
             jobs = [job for job in jobs if reasons.get(id(job)) is None]
             for reason in dict.fromkeys(r for r in reasons.values() if r is not None):
-                console.print(f"not started (--until-missed): {reason}")
+                console.print(f"not started (its verdict is decided): {reason}")
             for job in jobs:
                 console.print(job.describe() + ("" if job.expected_s is None else f" (about {job.expected_s:.0f} s)"))
             known = [job.expected_s for job in jobs if job.expected_s is not None]
@@ -444,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                               "their arm (the longest of each, times its seed-to-seed spread), before the runner's "
                               "own start")
         return
-    execute(plan, options, console, until_missed=args.until_missed)
+    execute(plan, options, console, until_missed=args.until_missed, until_decided=args.until_decided)
 
 
 if __name__ == "__main__":
