@@ -125,7 +125,7 @@ class RunReading:
     named: int  # of which the guess before named
     unused: int  # guessed configs no generation asked next
     window_s: float  # the compile workers' time for the guesses, summed
-    search_s: float  # the run's search time (first to last result after the default's generation)
+    search_s: float  # the run's search time: from its first recorded result (the default config's) to its last
 
     @property
     def named_share(self) -> float:

@@ -2,11 +2,11 @@
 compile workers that a generation's slowest compiles leave idle.
 
 Why: a generation ends with its slowest compile, and a strategy asks for the next one only
-once it has been told the whole generation.  In the held-out study's cold runs with the
-benchmark loading the compile workers' code, a third of the search time went by after 80% of
-a generation's results were in, while the GPU and most compile workers waited.  The next
-generation mostly follows from the results already in: a pattern walk moves to its best
-neighbour, a random search does not look at results at all.
+once it has been told the whole generation, so in many generations the GPU and most compile
+workers wait on one or two compiles.  The next generation mostly follows from the results
+already in: a pattern walk moves to its best neighbour, a random search does not look at
+results at all.  (`experiments.compile_ahead_replay` reads, from recorded runs, how often such
+a wait comes and how much of the next generation a guess made then names.)
 
 So when the GPU has nothing to time and only compiles are left, the generation asks its
 `guess` (the session's copy of the strategy, told what is known and the configs still out as
@@ -67,9 +67,3 @@ class Ahead:
 
     def holds(self, key: str) -> bool:
         return key in self.failed or any(job.candidate.key == key for job in self.jobs.values())
-
-    def index_of(self, key: str) -> int | None:
-        for index, job in self.jobs.items():
-            if job.candidate.key == key and not job.dropped:
-                return index
-        return None
