@@ -36,6 +36,14 @@ def fake_evaluator(compile_workers: int, compile_ahead: bool = True, **timeouts:
     return plain_evaluator(compile_workers, compile_ahead=compile_ahead, **timeouts)  # off by default
 
 
+@pytest.fixture
+def log(tmp_path, monkeypatch):
+    """Where the fake workers log what they did (read_log)."""
+    path = tmp_path / "gpu.log"
+    monkeypatch.setenv("FAKE_GPU_LOG", str(path))
+    return path
+
+
 def warm(gpu, workers: int) -> None:
     assert all(r.ok for r in gpu.evaluate([candidate(f"warm{i}") for i in range(workers)]))
 
@@ -45,9 +53,7 @@ def straggling_generation():
     return [candidate("slow", compile_s=1.0)] + [candidate(k, compile_s=0.02, bench_s=0.02) for k in "abc"]
 
 
-def test_the_next_generation_compiles_while_the_slowest_compile_runs_and_is_taken_over(tmp_path, monkeypatch):
-    log = tmp_path / "gpu.log"
-    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+def test_the_next_generation_compiles_while_the_slowest_compile_runs_and_is_taken_over(log):
     gpu = fake_evaluator(4, compile_timeout_s=10.0)
     guess = Guesses(candidate("n1", ms=2.0, compile_s=0.6), candidate("n2", ms=3.0, compile_s=0.6),
                     candidate("unasked", compile_s=0.05), candidate("c"))  # "c": this generation's, never sent
@@ -78,9 +84,7 @@ def test_the_next_generation_compiles_while_the_slowest_compile_runs_and_is_take
     assert counts == {"guessed": 3, "used": 2, "dropped": 1}
 
 
-def test_a_worker_compiling_a_config_no_generation_asked_for_is_let_go_when_its_compile_ends(tmp_path, monkeypatch):
-    log = tmp_path / "gpu.log"
-    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+def test_a_worker_compiling_a_config_no_generation_asked_for_is_let_go_when_its_compile_ends(log):
     gpu = fake_evaluator(3, compile_timeout_s=10.0)
     try:
         warm(gpu, 3)
@@ -98,9 +102,7 @@ def test_a_worker_compiling_a_config_no_generation_asked_for_is_let_go_when_its_
     assert counts == {"guessed": 1, "dropped": 1}
 
 
-def test_a_config_that_failed_to_compile_ahead_is_answered_without_compiling_again(tmp_path, monkeypatch):
-    log = tmp_path / "gpu.log"
-    monkeypatch.setenv("FAKE_GPU_LOG", str(log))
+def test_a_config_that_failed_to_compile_ahead_is_answered_without_compiling_again(log):
     gpu = fake_evaluator(3, compile_timeout_s=10.0)
     try:
         warm(gpu, 3)
