@@ -211,10 +211,16 @@ class Generation:
             self.to_bench.append(job)
         elif kind == "failed":
             self._drop(index)
-            _, key, status, error, seconds = message
-            if not worker.alive() or Status(status) is Status.CRASH:
-                worker.restart()
-            yield Result(key=key, status=Status(status), error=error, compile_s=seconds)
+            yield self._compile_failure(index, message)
+
+    def _compile_failure(self, index: int, message: tuple) -> Result:
+        """A compile worker's 'failed' reply as a result; the worker is replaced where it died or
+        the failure was a crash (its CUDA context may be unusable)."""
+        _, key, status, error, seconds = message
+        worker = self.compilers[index]
+        if not worker.alive() or Status(status) is Status.CRASH:
+            worker.restart()
+        return Result(key=key, status=Status(status), error=error, compile_s=seconds)
 
     def _died(self, index: int) -> Iterator[Result]:
         job, worker = self._drop(index), self.compilers[index]
@@ -291,8 +297,7 @@ class Generation:
                 self.compilers[index].restart()
                 status = Status.COMPILE_TIMEOUT if job.stage == COMPILE else Status.RUN_TIMEOUT
                 yield Result(key=job.candidate.key, status=status, compile_s=job.compile_s,
-                             error=f"{job.stage} did not finish within {self.timeouts[job.stage]:g} s"
-                                   f"{self.notes[job.stage]}; worker killed")
+                             error=_overran(job.stage, self.timeouts[job.stage], self.notes[job.stage]))
         for index, ahead in list(self.ahead.jobs.items()):
             if ahead.deadline is not None and ahead.deadline <= now:
                 del self.ahead.jobs[index]
@@ -300,8 +305,7 @@ class Generation:
                 if not ahead.dropped:  # asked for later, it is answered so: it would time out again
                     key = ahead.candidate.key
                     self.ahead.failed[key] = Result(key=key, status=Status.COMPILE_TIMEOUT,
-                                                    error=f"compile did not finish within {ahead.limit_s:g} s"
-                                                          f"{ahead.note}; worker killed")
+                                                    error=_overran(COMPILE, ahead.limit_s, ahead.note))
         job = self.bench_job
         if job is not None and job.deadline <= now:
             self.bench_job = None
@@ -424,11 +428,14 @@ class Generation:
                 self._free_ahead(index)
         elif message[0] == "failed":
             del self.ahead.jobs[index]
-            _, key, status, error, seconds = message
-            if not worker.alive() or Status(status) is Status.CRASH:
-                worker.restart()
+            failure = self._compile_failure(index, message)
             if not job.dropped:
-                self.ahead.failed[key] = Result(key=key, status=Status(status), error=error, compile_s=seconds)
+                self.ahead.failed[failure.key] = failure
+
+
+def _overran(stage: str, limit_s: float, note: str) -> str:
+    """Why a worker was killed: its stage ran past its limit (`note`: why the limit is what it is)."""
+    return f"{stage} did not finish within {limit_s:g} s{note}; worker killed"
 
 
 def drop_ahead(ahead: Ahead, compilers: Sequence[Worker]) -> None:
