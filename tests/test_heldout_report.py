@@ -486,3 +486,31 @@ def test_the_history_lists_each_judged_strategy_once_with_the_shapes_that_judge_
     assert lines[0].startswith("Regenerated from `x.db`")
     assert lines[-2].startswith("Sessions of other kernels") and "64x128: softmax-resident (session 7)" in lines[-2]
     assert not any(line.startswith("Sessions of other kernels") for line in how_run(Path("x.db")))
+
+
+def test_a_judged_strategy_under_later_tooling_is_judged_on_the_same_shapes(heldout_db, tmp_path, monkeypatch):
+    """Runs of a strategy under faster tooling carry its label with the tooling's marks; the shapes
+    declared after the strategy judge them too, with the verdict the whole-study target gives there."""
+    import shutil
+
+    db = tmp_path / "tooled.db"
+    shutil.copy(heldout_db, db)
+    task = bind_live(get_kernel(SOFTMAX.kernel), SOFTMAX.dims, torch.float16, "cpu")
+    cache = Cache.open(db)
+    for seed in (1, 2, 3):
+        record_run(cache, task, arm=d.COLD, strategy="pattern", seed=seed, setup_s=1.0, costs=costs_for(task, []),
+                   worker_built=True)
+    cache.close()
+    monkeypatch.setattr(d, "JUDGED_AT", {"pattern": (SOFTMAX.shape,), "evolution": ("1x1",)})
+    judged = {v.subject: v for v in verdicts.verdicts(analysis.summarise(load_runs(db, None)), ("pattern", "evolution"))}
+    label = "pattern" + d.WORKER_BUILT
+    assert d.untooled(label + d.COMPILED_AHEAD) == "pattern" and d.untooled("pattern@250ms") == "pattern@250ms"
+    tooled = judged[f"{d.COLD} {label}{LATER_STRATEGY_SUBJECT}"]
+    whole = judged[f"{d.COLD} {label}"]
+    assert tooled.met_at + tooled.missed_at == [SOFTMAX.shape] and not tooled.unmeasured
+    assert (tooled.met_at, tooled.missed_at) == (
+        [s for s in whole.met_at if s == SOFTMAX.shape], [s for s in whole.missed_at if s == SOFTMAX.shape])
+    assert judged[f"{d.COLD} pattern{LATER_STRATEGY_SUBJECT}"].met_at + judged[
+        f"{d.COLD} pattern{LATER_STRATEGY_SUBJECT}"].missed_at == [SOFTMAX.shape]  # the untooled runs, as before
+    # no row for a tooling no run of the strategy ran under
+    assert not [s for s in judged if s.startswith(f"{d.COLD} evolution (") and s.endswith(LATER_STRATEGY_SUBJECT)]

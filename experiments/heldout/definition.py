@@ -262,6 +262,13 @@ def tooling_mark(worker_built: bool, compiled_ahead: bool) -> str:
     return (WORKER_BUILT if worker_built else "") + (COMPILED_AHEAD if compiled_ahead else "")
 
 
+def untooled(label: str) -> str:
+    """A strategy label without the tooling marks `tooling_mark` adds."""
+    for mark in (COMPILED_AHEAD, WORKER_BUILT):
+        label = label.removesuffix(mark)
+    return label
+
+
 # The tag of a run that compiled into empty caches of its own (gpu_process.fresh_compile_caches).
 FRESH_CACHES = "fresh"
 BUDGET = 300  # configs per session: the time limit is meant to bind first

@@ -83,11 +83,14 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
 
     result = [_time_target(summaries, d.COLD, s, d.SOFTMAX) for s in labels(d.COLD)]
     # A strategy added after runs at some shapes is judged apart on the shapes declared after it.
+    # A run under later tooling carries its strategy's label with the tooling's marks; the same
+    # shapes judge it, as the tooling changes how fast the walk goes, not where it goes.
     for strategy, shapes in d.JUDGED_AT.items():
         if strategy in strategies:
             judged = [p for p in d.SOFTMAX if p.shape in shapes]
-            result.append(_time_target(summaries, d.COLD, strategy, judged,
-                                       where=f"each shape declared after {strategy}", subject=LATER_STRATEGY_SUBJECT))
+            for label in [strategy] + [s for s in labels(d.COLD) if d.untooled(s) == strategy and s != strategy]:
+                result.append(_time_target(summaries, d.COLD, label, judged, where=f"each shape declared after {strategy}",
+                                           subject=LATER_STRATEGY_SUBJECT))
     for arm in d.WARM_ARMS:
         result += [_time_target(summaries, arm, s, d.SOFTMAX) for s in labels(arm)]
         # Where the warm arms' present seeds are judged: shapes declared after their revision, but
