@@ -12,7 +12,7 @@ to `--timing-ms` of kernel time).  Two levers act on it:
 * building from the compile worker's module (`AUTOTUNE_BUILD_FROM_WORKER`, on by default): the
   benchmark worker imports the host function a compile worker generated instead of generating
   it again (autotune/evaluators/generated_module.py);
-* compiling ahead (`AUTOTUNE_COMPILE_AHEAD`, on by default): the compile workers that a
+* compiling ahead (`AUTOTUNE_COMPILE_AHEAD`, off by default until measured here): the compile workers that a
   generation's slowest compiles leave idle compile the next generation's likely configs
   (autotune/evaluators/compile_ahead.py).  A random search reads no results, so its guesses are
   exact: this measures what compiling ahead can save, not how often a walk is guessed right;
