@@ -53,6 +53,7 @@ class SessionOptions(Mapping):
     early_setups: bool | None = None  # GPU sessions: whether all compile workers set up at the evaluator's start
     build_from_worker: bool | None = None  # GPU sessions: whether Helion configs were loaded as compiled
     compile_ahead: bool | None = None  # GPU sessions: whether the next generation's likely configs compiled ahead
+    compile_caches: str | None = None  # GPU sessions: 'empty' or 'warm', the on-disk compile caches at the start
     thread_limit: bool | None = None  # False: a Helion space without our elements-per-thread limit (None: with it)
     fresh: bool = False
     generation_size: int | None = None

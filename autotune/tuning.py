@@ -172,6 +172,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     # Build the task and strategy (both may still refuse the request) before any database
     # is created and before GPU workers are started.
     started = time.perf_counter()
+    caches = _compile_caches() if settings.mode == "gpu" else None  # before any worker compiles
     if settings.mode == "replay":
         task, cache, make_evaluator, journal_path = _replay_parts(request, spec, shape, console)
     elif settings.mode == "interpret":
@@ -214,6 +215,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             early_setups=_early_setups() if settings.mode == "gpu" else None,
             build_from_worker=_builds_from_worker() if settings.mode == "gpu" else None,
             compile_ahead=_compiles_ahead(evaluator) if settings.mode == "gpu" else None,
+            compile_caches=caches,
             experiment=dict(request.experiment), workers=request.workers,
             replay=getattr(evaluator, "replay_note", None), thread_limit=thread_limit_option(request.thread_limit))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
@@ -263,6 +265,14 @@ def _compiles_ahead(evaluator: Any) -> bool:
     """Whether the evaluator compiled the next generation's likely configs ahead (recorded for
     the same reason)."""
     return bool(getattr(evaluator, "compiles_ahead", False))
+
+
+def _compile_caches() -> str:
+    """Whether the on-disk compile caches were empty at the start (recorded for the same reason:
+    a session's compile times depend on it)."""
+    from autotune.evaluators.gpu_process import compile_caches_state
+
+    return compile_caches_state()
 
 
 def _early_setups() -> bool:

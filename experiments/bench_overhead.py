@@ -92,9 +92,13 @@ def report(db: Path, problem: tuple[str, str, str] | None = None) -> str:
              "worker's time per config (build, accuracy check, timing). Configs per second: configs measured over "
              "the session's wall time from its start (evaluator set-up excluded, the final re-timing included). "
              "Top ten shared: how many of the baseline session's ten fastest configs are also this session's ten "
-             "fastest.", "",
-             "| variant | session | configs | ran correctly | benchmark s per config, median (quartiles) | "
-             "benchmark s (sum) | wall s | configs/s | best ms | top ten shared |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "fastest. Compile caches: whether the on-disk compile caches were empty at the session's start; wall s "
+             "and configs/s compare only between sessions whose caches were empty (one run after another with the "
+             "same caches finds the other's configs compiled, whatever its variant), while benchmark s, read after "
+             "each config's compile, compare between any.", "",
+             "| variant | session | compile caches | configs | ran correctly | benchmark s per config, median (quartiles) | "
+             "benchmark s (sum) | wall s | configs/s | best ms | top ten shared |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     baseline_rows = _ok(rows[found[0][1]["id"]])
     for variant, session in found:
         own = rows[session["id"]]
@@ -102,7 +106,8 @@ def report(db: Path, problem: tuple[str, str, str] | None = None) -> str:
         ok = _ok(own)
         wall = wall_s(session)
         shared = len(set(_fastest(baseline_rows)) & set(_fastest(ok)))
-        lines.append(f"| {variant.name} | {session['id']} | {len(own)} | {len(ok)} | {quartiles(bench)} | "
+        caches = session["options"].get("compile_caches") or "not recorded"
+        lines.append(f"| {variant.name} | {session['id']} | {caches} | {len(own)} | {len(ok)} | {quartiles(bench)} | "
                      f"{sum(bench):.1f} | {wall:.1f} | {len(own) / wall:.2f} | "
                      f"{min(ok.values()):.4f} | {shared} of 10 |")
     return "\n".join(lines) + "\n"

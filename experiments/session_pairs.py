@@ -45,13 +45,18 @@ def write_report(text: str, out: Path) -> None:
 def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]],
              environments: Sequence[Mapping[str, str]] | None = None) -> None:
     """One `autotune tune` process per variant, in order, each measuring afresh (--fresh: not
-    answered from what the one before recorded); `environments`, if given, adds variables to
+    answered from what the one before recorded) and compiling into empty compile caches of its
+    own: sharing them, a variant would find the configs the one before it compiled already built,
+    and its wall time would depend on the order.  `environments`, if given, adds variables to
     each variant's environment (switches that are not command-line options)."""
+    from autotune.evaluators.gpu_process import fresh_compile_caches
+
     for index, variant in enumerate(variants):
         command = [sys.executable, "-m", "autotune.cli", "tune", *common, "--db", str(db), "--fresh", *variant]
         extra = dict(environments[index]) if environments else {}
         print("$", *(f"{k}={v}" for k, v in extra.items()), " ".join(command[2:]), flush=True)
-        subprocess.run(command, check=True, cwd=REPO, env={**os.environ, **extra})
+        with fresh_compile_caches():
+            subprocess.run(command, check=True, cwd=REPO, env={**os.environ, **extra})
 
 
 def random_sessions(db: Path, problem: tuple[str, str, str] | None = None

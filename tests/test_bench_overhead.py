@@ -5,6 +5,7 @@ benchmark time, a shorter timing target makes the timings noisier."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -62,7 +63,7 @@ def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tm
     _session(db, triton_task, {"build_ahead": True, "timing_target_ms": short.timing_ms, "build_from_worker": True},
              CostedEvaluator(0.04, noise=0.5))
     _session(db, triton_task, {"build_ahead": True, "timing_target_ms": short.timing_ms, "build_from_worker": True,
-                               "compile_ahead": True}, CostedEvaluator(0.032, noise=0.5))
+                               "compile_ahead": True, "compile_caches": "empty"}, CostedEvaluator(0.032, noise=0.5))
     text = bench_overhead.report(db)
     rows = _rows(text)
     assert list(rows) == [baseline.name, ahead.name, short.name, loaded.name, compiled.name]
@@ -72,13 +73,14 @@ def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tm
                           (compiled.name, 0.032)):
         row = rows[name]
         measured = BUDGET + 1  # and the default config, measured free of the budget
-        assert row[1] == row[2] == str(measured)  # every config ran correctly
-        assert float(row[4]) == pytest.approx(measured * bench_s, abs=0.05)
+        assert row[2] == row[3] == str(measured)  # every config ran correctly
+        assert float(row[5]) == pytest.approx(measured * bench_s, abs=0.05)
         session = by_id[int(row[0])]
-        assert float(row[6]) == pytest.approx(measured / wall_s(session), rel=0.01)
+        assert float(row[7]) == pytest.approx(measured / wall_s(session), rel=0.01)
+        assert row[1] == ("empty" if name == compiled.name else "not recorded")  # as each session recorded it
     # the same configs in the same order: the same ten fastest, unless the timings are noisy
-    assert rows[ahead.name][8] == "10 of 10"
-    assert int(rows[short.name][8].split()[0]) < 10
+    assert rows[ahead.name][9] == "10 of 10"
+    assert int(rows[short.name][9].split()[0]) < 10
 
 
 def test_the_report_reads_its_own_database_at_its_own_shape(triton_task, tmp_path, monkeypatch):
@@ -123,3 +125,54 @@ def test_variants_are_chosen_by_number_and_a_bad_list_is_refused(capsys):
         with pytest.raises(SystemExit):
             bench_overhead._chosen(bad, parser)
         assert "--variants" in capsys.readouterr().err
+
+
+def test_each_variant_of_a_pair_compiles_into_empty_caches_of_its_own(tmp_path, monkeypatch):
+    """Sharing the on-disk compile caches, the second variant would find the first's configs built."""
+    import os
+    import subprocess
+
+    from autotune.evaluators.gpu_process import COMPILE_CACHES, compile_caches_state
+    from experiments import session_pairs
+
+    seen = []
+
+    def run(command, check, cwd, env):
+        assert compile_caches_state(env) == "empty"
+        for name in COMPILE_CACHES:  # what the variant compiles stays in its own caches
+            Path(env[name]).mkdir(parents=True, exist_ok=True)
+            (Path(env[name]) / "kernel.bin").write_bytes(b"x")
+        assert compile_caches_state(env) == "warm"
+        seen.append((command, {name: env[name] for name in COMPILE_CACHES}, env.get("SWITCH")))
+
+    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "shared"))
+    session_pairs.run_pair(tmp_path / "pair.db", ["softmax"], [["--timing-ms", "25"], ["--timing-ms", "250"]],
+                           [{"SWITCH": "0"}, {"SWITCH": "1"}])
+    assert [s[2] for s in seen] == ["0", "1"] and [s[0][-1] for s in seen] == ["25", "250"]
+    first, second = (s[1] for s in seen)
+    assert all(first[name] != second[name] for name in COMPILE_CACHES)
+    assert not Path(first["TRITON_CACHE_DIR"]).exists()  # removed after its variant
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "shared")  # the environment restored
+
+
+def test_the_compile_caches_state_reads_the_caches_workers_would_use(tmp_path, monkeypatch):
+    from autotune.evaluators.gpu_process import compile_caches_state
+
+    triton, inductor = tmp_path / "triton", tmp_path / "inductor"
+    env = {"TRITON_CACHE_DIR": str(triton), "TORCHINDUCTOR_CACHE_DIR": str(inductor)}
+    assert compile_caches_state(env) == "empty"  # not there yet
+    (inductor / "a" / "b").mkdir(parents=True)
+    assert compile_caches_state(env) == "empty"  # folders hold nothing compiled
+    (inductor / "a" / "b" / "module.py").write_text("")
+    assert compile_caches_state(env) == "warm"
+    monkeypatch.setattr(Path, "home", lambda: tmp_path / "home")  # unset: Triton's default under home
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert compile_caches_state({}) == "empty"
+    (tmp_path / "home" / ".triton" / "cache").mkdir(parents=True)
+    (tmp_path / "home" / ".triton" / "cache" / "k.cubin").write_bytes(b"")
+    assert compile_caches_state({}) == "warm"

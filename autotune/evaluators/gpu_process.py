@@ -9,6 +9,7 @@ CUDA context and its inputs puts work on the GPU, so it does that only when the 
 
 from __future__ import annotations
 
+import getpass
 import multiprocessing
 import os
 import tempfile
@@ -16,7 +17,7 @@ import time
 from contextlib import AbstractContextManager, contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 SETUP_TIMEOUT_S = 300.0
 
@@ -89,6 +90,28 @@ def fresh_compile_caches() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="compile-caches-") as folder, \
             environment_for_workers({name: str(Path(folder) / name.lower()) for name in COMPILE_CACHES}):
         yield Path(folder)
+
+
+EMPTY_CACHES, WARM_CACHES = "empty", "warm"
+
+
+def compile_caches_state(environ: Mapping[str, str] | None = None) -> str:
+    """EMPTY_CACHES where none of the on-disk compile caches that workers started now would use
+    holds a file yet (a fresh machine, or `fresh_compile_caches`), else WARM_CACHES.  Why it is
+    recorded with each GPU session: its compile times, and so its wall time, depend on it, and a
+    session run after another at the same shape finds that one's configs compiled."""
+    environ = os.environ if environ is None else environ
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid: inductor then has no default to read
+        user = None
+    defaults = {"TRITON_CACHE_DIR": Path.home() / ".triton" / "cache",
+                "TORCHINDUCTOR_CACHE_DIR": Path(tempfile.gettempdir()) / f"torchinductor_{user}" if user else None}
+    for name in COMPILE_CACHES:
+        folder = Path(environ[name]) if environ.get(name) else defaults[name]
+        if folder is not None and folder.is_dir() and any(path.is_file() for path in folder.rglob("*")):
+            return WARM_CACHES
+    return EMPTY_CACHES
 
 
 def warm_workers() -> None:
