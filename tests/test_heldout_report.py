@@ -514,3 +514,30 @@ def test_a_judged_strategy_under_later_tooling_is_judged_on_the_same_shapes(held
         f"{d.COLD} pattern{LATER_STRATEGY_SUBJECT}"].missed_at == [SOFTMAX.shape]  # the untooled runs, as before
     # no row for a tooling no run of the strategy ran under
     assert not [s for s in judged if s.startswith(f"{d.COLD} evolution (") and s.endswith(LATER_STRATEGY_SUBJECT)]
+
+
+@pytest.mark.parametrize("reached_at, verdict", [
+    ((5.0, 8.0, None), "met"),          # two of three seeds in time: the median is in time
+    ((5.0, None, None), "not met"),     # two of three never came within 2%
+    ((5.0, 8.0), "met"),                # two in time decide it whatever the third finds
+    ((5.0, None), "undecided"),         # one each way: the third seed decides
+    ((30.0,), "undecided"),             # one late seed alone decides nothing
+    ((None, 30.0), "not met"),          # ... two late ones do
+])
+def test_a_shape_is_judged_once_most_of_its_planned_seeds_decide_it(reached_at, verdict):
+    """The target is read on the median over the planned seeds: a shape is met (missed) once most of
+    them came within 2% of Helion quick in time (did not), else it is not yet measured there."""
+    problem = d.SOFTMAX[0]
+    helion_ms, allowed = 1.0, 20.0  # a fifth of Helion quick's 100 s
+    runs = [SimpleNamespace(curve=[(1.0, 2.0)] + ([(t, helion_ms)] if t is not None else []),
+                            time_to=lambda ms, t=t: t) for t in reached_at]
+    took = analysis.spread(list(reached_at))
+    mine = SimpleNamespace(runs=runs, to_helion=took)
+    summary = SimpleNamespace(problem=problem, helion_ms=helion_ms, helion_wall_s=allowed * 5,
+                              helion_runs=[object()] * 3, arm=lambda arm, strategy: mine)
+    got = verdicts._time_target([summary], d.COLD, "pattern", [problem])
+    assert got.details[0].startswith(f"{problem.shape}: ") and got.details[0].endswith(
+        verdict if verdict != "undecided" else f"undecided until more of its {len(d.SEEDS)} seeds have run")
+    assert (got.met_at, got.missed_at, got.unmeasured) == (
+        [problem.shape] if verdict == "met" else [], [problem.shape] if verdict == "not met" else [],
+        [problem.shape] if verdict == "undecided" else [])

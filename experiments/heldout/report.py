@@ -128,7 +128,12 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "quick's included). A runner that did not yet start the fork server early left it to its first job, "
            "whose set-up is then several times the others'; one that did not yet bind each kernel first left the "
            "kernel's first binding to its first job (about a second more: `set_up.bind_s` in that session).", "",
-           "## Targets", ""]
+           "## Targets", "",
+           f"A time target is read at each shape on the median over the {len(d.SEEDS)} planned seeds: met there "
+           f"once most of them came within {d.WITHIN:.0%} of Helion quick in the time allowed (the median is then "
+           "in time whatever the others find), missed once most did not. A shape where the runs recorded do not "
+           "decide it yet counts as not yet measured, and its line says it is undecided; where they do, the "
+           "seeds left were not run (`runner --until-decided`).", ""]
     present = [v for v in judged if not v.of_runs_kept_apart]
     apart = [v for v in judged if v.of_runs_kept_apart]
     header = ["| subject | target | status | not met at | not yet measured at |", "|---|---|---|---|---|"]
