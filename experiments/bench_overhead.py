@@ -12,17 +12,19 @@ to `--timing-ms` of kernel time).  Two levers act on it:
 * building from the compile worker's module (`AUTOTUNE_BUILD_FROM_WORKER`, on by default): the
   benchmark worker imports the host function a compile worker generated instead of generating
   it again (autotune/evaluators/generated_module.py);
-* compiling ahead (`AUTOTUNE_COMPILE_AHEAD`, off by default until measured here): the compile workers that a
-  generation's slowest compiles leave idle compile the next generation's likely configs
-  (autotune/evaluators/compile_ahead.py).  A random search reads no results, so its guesses are
-  exact: this measures what compiling ahead can save, not how often a walk is guessed right;
+* compiling ahead (`AUTOTUNE_COMPILE_AHEAD`, off by default until measured here): the compile
+  workers that a generation's slowest compiles leave idle compile the next generation's likely
+  configs (autotune/evaluators/compile_ahead.py).  A random search reads no results, so its
+  guesses are exact: this measures what compiling ahead can save, not how often a walk is
+  guessed right;
 * the timing target (`--timing-ms`): fewer repetitions per config during the search (the
   recorded samples' own answer to how few suffice is `experiments.timing_budget`).  The
   session's final re-timing of its best configs is the same either way, so a shorter target
   can only cost a worse ranking, which the report checks.
 
 On a GPU machine this runs random-search sessions with one seed (so the same configs) into a
-database of their own, one per variant; the report, made from that database alone (its latest
+database of their own, one per variant, each compiling into empty compile caches of its own (so
+the order they run in does not change their wall times); the report, made from that database alone (its latest
 session of each variant), compares configs per second, benchmark seconds per config, and
 whether the fastest configs are the same as under the baseline variant.
 
@@ -96,8 +98,9 @@ def report(db: Path, problem: tuple[str, str, str] | None = None) -> str:
              "and configs/s compare only between sessions whose caches were empty (one run after another with the "
              "same caches finds the other's configs compiled, whatever its variant), while benchmark s, read after "
              "each config's compile, compare between any.", "",
-             "| variant | session | compile caches | configs | ran correctly | benchmark s per config, median (quartiles) | "
-             "benchmark s (sum) | wall s | configs/s | best ms | top ten shared |",
+             "| variant | session | compile caches | configs | ran correctly | "
+             "benchmark s per config, median (quartiles) | benchmark s (sum) | wall s | configs/s | best ms | "
+             "top ten shared |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     baseline_rows = _ok(rows[found[0][1]["id"]])
     for variant, session in found:

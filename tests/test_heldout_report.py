@@ -502,7 +502,8 @@ def test_a_judged_strategy_under_later_tooling_is_judged_on_the_same_shapes(held
                    worker_built=True)
     cache.close()
     monkeypatch.setattr(d, "JUDGED_AT", {"pattern": (SOFTMAX.shape,), "evolution": ("1x1",)})
-    judged = {v.subject: v for v in verdicts.verdicts(analysis.summarise(load_runs(db, None)), ("pattern", "evolution"))}
+    summaries = analysis.summarise(load_runs(db, None))
+    judged = {v.subject: v for v in verdicts.verdicts(summaries, ("pattern", "evolution"))}
     label = "pattern" + d.WORKER_BUILT
     assert d.untooled(label + d.COMPILED_AHEAD) == "pattern" and d.untooled("pattern@250ms") == "pattern@250ms"
     tooled = judged[f"{d.COLD} {label}{LATER_STRATEGY_SUBJECT}"]

@@ -98,9 +98,9 @@ def verdicts(summaries: list[ProblemSummary], strategies: Sequence[str] = d.STRA
     for strategy, shapes in d.JUDGED_AT.items():
         if strategy in strategies:
             judged = [p for p in d.SOFTMAX if p.shape in shapes]
-            for label in [strategy] + [s for s in labels(d.COLD) if d.untooled(s) == strategy and s != strategy]:
-                result.append(_time_target(summaries, d.COLD, label, judged, where=f"each shape declared after {strategy}",
-                                           subject=LATER_STRATEGY_SUBJECT))
+            tooled = [s for s in labels(d.COLD) if d.untooled(s) == strategy and s != strategy]
+            result += [_time_target(summaries, d.COLD, label, judged, where=f"each shape declared after {strategy}",
+                                    subject=LATER_STRATEGY_SUBJECT) for label in [strategy, *tooled]]
     for arm in d.WARM_ARMS:
         result += [_time_target(summaries, arm, s, d.SOFTMAX) for s in labels(arm)]
         # Where the warm arms' present seeds are judged: shapes declared after their revision, but
