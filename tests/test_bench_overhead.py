@@ -5,8 +5,8 @@ benchmark time, a shorter timing target makes the timings noisier."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 

@@ -530,15 +530,14 @@ def test_a_shape_is_judged_once_most_of_its_planned_seeds_decide_it(reached_at, 
     them came within 2% of Helion quick in time (did not), else it is not yet measured there."""
     problem = d.SOFTMAX[0]
     helion_ms, allowed = 1.0, 20.0  # a fifth of Helion quick's 100 s
-    runs = [SimpleNamespace(curve=[(1.0, 2.0)] + ([(t, helion_ms)] if t is not None else []),
-                            time_to=lambda ms, t=t: t) for t in reached_at]
+    runs = [SimpleNamespace(time_to=lambda ms, t=t: t) for t in reached_at]  # when it came within 2%
     took = analysis.spread(list(reached_at))
     mine = SimpleNamespace(runs=runs, to_helion=took)
     summary = SimpleNamespace(problem=problem, helion_ms=helion_ms, helion_wall_s=allowed * 5,
                               helion_runs=[object()] * 3, arm=lambda arm, strategy: mine)
     got = verdicts._time_target([summary], d.COLD, "pattern", [problem])
     assert got.details[0].startswith(f"{problem.shape}: ") and got.details[0].endswith(
-        verdict if verdict != "undecided" else f"undecided until more of its {len(d.SEEDS)} seeds have run")
+        f"): {verdict}" if verdict != "undecided" else f"): undecided until more of its {len(d.SEEDS)} seeds have run")
     assert (got.met_at, got.missed_at, got.unmeasured) == (
         [problem.shape] if verdict == "met" else [], [problem.shape] if verdict == "not met" else [],
         [problem.shape] if verdict == "undecided" else [])
