@@ -132,8 +132,9 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            f"A time target is read at each shape on the median over the {len(d.SEEDS)} planned seeds: met there "
            f"once most of them came within {d.WITHIN:.0%} of Helion quick in the time allowed (the median is then "
            "in time whatever the others find), missed once most did not. A shape where the runs recorded do not "
-           "decide it yet counts as not yet measured, and its line says it is undecided; where they do, the "
-           "seeds left were not run (`runner --until-decided`).", ""]
+           "decide it yet counts as not yet measured, and its line says it is undecided. A shape already decided "
+           "may have fewer runs than seeds: `runner --until-decided` starts no seed that cannot change its "
+           "verdict.", ""]
     present = [v for v in judged if not v.of_runs_kept_apart]
     apart = [v for v in judged if v.of_runs_kept_apart]
     header = ["| subject | target | status | not met at | not yet measured at |", "|---|---|---|---|---|"]
