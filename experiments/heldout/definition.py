@@ -262,6 +262,12 @@ def tooling_mark(worker_built: bool, compiled_ahead: bool) -> str:
     return (WORKER_BUILT if worker_built else "") + (COMPILED_AHEAD if compiled_ahead else "")
 
 
+def most_of(count: int, planned: int) -> bool:
+    """Whether `count` seeds are most of the `planned` ones: enough to decide a shape's median over
+    them, met or missed, whatever the others find (the report's verdicts, the runner's gate)."""
+    return count > planned // 2
+
+
 def untooled(label: str) -> str:
     """A strategy label without the tooling marks `tooling_mark` adds."""
     for mark in (COMPILED_AHEAD, WORKER_BUILT):

@@ -63,7 +63,7 @@ class VerdictGate:
                 continue
             seeds = self.missed.setdefault((run.problem, run.arm, run.strategy), set())
             seeds.add(run.seed)
-            if len(seeds) > self.seeds // 2:
+            if d.most_of(len(seeds), self.seeds):
                 self.decided.setdefault((run.arm, run.strategy), run.problem)
 
     def skip_reason(self, job: Any) -> str | None:
@@ -73,7 +73,7 @@ class VerdictGate:
         where = self.decided.get((job.arm, job.label))
         if where is None:
             met = self.met.get((job.problem, job.arm, job.label), set())
-            if self.skip_met and len(met) > self.seeds // 2:
+            if self.skip_met and d.most_of(len(met), self.seeds):
                 return (f"{job.arm} {job.label} already met its time target at {job.problem.shape} ({len(met)} of "
                         f"{self.seeds} seeds within it)")
             return None

@@ -50,8 +50,8 @@ def _time_target(summaries: list[ProblemSummary], arm: str, strategy: str, decla
         # the shape on one or two seeds, so it counts as not yet measured.
         planned = max(len(d.SEEDS), len(mine.runs))
         timely = sum(in_time(r, summary, allowed) for r in mine.runs)
-        decided = max(timely, len(mine.runs) - timely) > planned // 2
-        ok = timely > planned // 2
+        decided = d.most_of(max(timely, len(mine.runs) - timely), planned)
+        ok = d.most_of(timely, planned)
         if decided:
             (met_at if ok else missed_at).append(problem.shape)
         else:
