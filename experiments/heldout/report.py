@@ -27,7 +27,7 @@ from .isolation import other_kernels
 from .moves import cold_walks, moves_section
 from .stops import StoppedShort, stopped_short, stops_json, stops_section
 from .tooling import ToolingPair, tooling_json, tooling_pairs, tooling_section
-from .verdicts import Verdict, headline, unbeaten, verdicts
+from .verdicts import HOW_READ, Verdict, headline, unbeaten, verdicts
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
@@ -128,13 +128,7 @@ def render(summaries: list[ProblemSummary], judged: list[Verdict], options: Expe
            "quick's included). A runner that did not yet start the fork server early left it to its first job, "
            "whose set-up is then several times the others'; one that did not yet bind each kernel first left the "
            "kernel's first binding to its first job (about a second more: `set_up.bind_s` in that session).", "",
-           "## Targets", "",
-           f"A time target is read at each shape on the median over the {len(d.SEEDS)} planned seeds: met there "
-           f"once most of them came within {d.WITHIN:.0%} of Helion quick in the time allowed (the median is then "
-           "in time whatever the others find), missed once most did not. A shape where the runs recorded do not "
-           "decide it yet counts as not yet measured, and its line says it is undecided. A shape already decided "
-           "may have fewer runs than seeds: `runner --until-decided` starts no seed that cannot change its "
-           "verdict.", ""]
+           "## Targets", "", HOW_READ, ""]
     present = [v for v in judged if not v.of_runs_kept_apart]
     apart = [v for v in judged if v.of_runs_kept_apart]
     header = ["| subject | target | status | not met at | not yet measured at |", "|---|---|---|---|---|"]

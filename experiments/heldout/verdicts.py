@@ -78,6 +78,12 @@ def in_time(run: Run, summary: ProblemSummary, allowed: float) -> bool:
     return took is not None and took <= allowed
 
 
+# How a time target is read at a shape (the report says it above its verdicts).
+HOW_READ = (f"A time target is read at each shape on the median over the {len(d.SEEDS)} planned seeds: met there "
+            f"once most of them came within {d.WITHIN:.0%} of Helion quick in the time allowed (the median is then "
+            "in time whatever the others find), missed once most did not. A shape where the runs recorded do not "
+            "decide it yet counts as not yet measured, and its line says it is undecided. A shape already decided "
+            "may have fewer runs than seeds: `runner --until-decided` starts no seed that cannot change its verdict.")
 REVISED_SUBJECT = ", on the shapes declared after the warm seeds' revision"
 LATER_STRATEGY_SUBJECT = ", on the shapes declared after it"
 CACHE_SUBJECT = ", on the shapes declared after the cache source's change"
