@@ -102,6 +102,14 @@ class Run:
         return configs / searched if searched and searched > 0 and configs else None
 
 
+def came_in_time(run: Run, reference_ms: float | None, allowed_s: float) -> bool:
+    """Whether the run came within WITHIN of `reference_ms` (Helion quick's final time) within
+    `allowed_s` of its job's start: what a time target asks of each seed (the report's verdicts
+    and the runner's gate)."""
+    took = run.time_to(reference_ms * (1 + d.WITHIN)) if reference_ms else None
+    return took is not None and took <= allowed_s
+
+
 def time_to(curve: Iterable[tuple[float, float]], target_ms: float | None) -> float | None:
     """The first time in a best-so-far `curve` (seconds, ms) at or under `target_ms`; None if never."""
     if target_ms is None:

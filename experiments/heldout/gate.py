@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import definition as d
-from .data import Run, read_session_run
+from .data import Run, came_in_time, read_session_run
 from .definition import Problem
 from .jobs import ArmJob
 from .limits import TargetLimit
@@ -57,8 +57,7 @@ class VerdictGate:
             limit = self.limits.get((run.problem, run.arm))
             if run.arm not in d.OUR_ARMS or limit is None or limit.reference_ms is None:
                 continue
-            took = run.time_to(limit.reference_ms * (1 + d.WITHIN))
-            if took is not None and took <= limit.allowed_s:
+            if came_in_time(run, limit.reference_ms, limit.allowed_s):
                 self.met.setdefault((run.problem, run.arm, run.strategy), set()).add(run.seed)
                 continue
             seeds = self.missed.setdefault((run.problem, run.arm, run.strategy), set())

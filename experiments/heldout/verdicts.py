@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from . import definition as d
 from .analysis import ProblemSummary, SeedFigure, allowed_s
-from .data import EARLIER_SEEDS, Run, kept_apart
+from .data import EARLIER_SEEDS, Run, came_in_time, kept_apart
 from .definition import Problem
 
 
@@ -74,8 +74,7 @@ def _status(missed_at: list[str], missing: list[str]) -> str:
 
 def in_time(run: Run, summary: ProblemSummary, allowed: float) -> bool:
     """Whether the run came within WITHIN of Helion quick within `allowed` s of its job's start."""
-    took = run.time_to(summary.helion_ms * (1 + d.WITHIN)) if summary.helion_ms else None
-    return took is not None and took <= allowed
+    return came_in_time(run, summary.helion_ms, allowed)
 
 
 # How a time target is read at a shape (the report says it above its verdicts).
