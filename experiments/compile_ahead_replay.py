@@ -38,8 +38,8 @@ from autotune.cache import Cache
 from autotune.experiment import experiment_tags
 from autotune.simulation.rerun import rerun_session
 from autotune.types import Candidate, Result
+from experiments.heldout.data import study_sessions
 
-STUDY = "heldout"
 REPORT = Path("experiments/reports/compile_ahead_replay.md")
 
 
@@ -162,16 +162,11 @@ def read_run(cache: Cache, session: dict[str, Any]) -> RunReading:
                       generations, moments, next_configs, named, unused, window, search_s)
 
 
-def study_sessions(cache: Cache, strategy: str, arm: str = "cold") -> list[dict[str, Any]]:
+def worker_built_runs(cache: Cache, strategy: str, arm: str = "cold") -> list[dict[str, Any]]:
     """The held-out study's runs of `strategy` in `arm` whose benchmark process loaded the compile
-    workers' code (today's tooling, whose timelines the moments are read from)."""
-    found = []
-    for session in cache.sessions(limit=cache.session_count()):
-        tags = experiment_tags(session["options"])
-        if (tags.get("study") == STUDY and tags.get("arm") == arm and tags.get("strategy") == strategy
-                and session["options"].get("build_from_worker")):
-            found.append(session)
-    return sorted(found, key=lambda s: s["id"])
+    workers' code (today's tooling, whose timelines the moments are read from), in session order."""
+    return [session for session, tags in study_sessions(cache) if tags.get("arm") == arm
+            and tags.get("strategy") == strategy and session["options"].get("build_from_worker")]
 
 
 def report(readings: Sequence[RunReading], strategy: str, db: Path) -> str:
@@ -223,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--db {args.db}: no such file")
     cache = Cache.open(args.db, migrate=False)
     try:
-        sessions = study_sessions(cache, args.strategy)
+        sessions = worker_built_runs(cache, args.strategy)
         if not sessions:
             parser.error(f"{args.db}: no worker-built cold {args.strategy} run of the held-out study")
         readings = []
