@@ -24,9 +24,9 @@ to `--timing-ms` of kernel time).  Two levers act on it:
 
 On a GPU machine this runs random-search sessions with one seed (so the same configs) into a
 database of their own, one per variant, each compiling into empty compile caches of its own (so
-the order they run in does not change their wall times); the report, made from that database alone (its latest
-session of each variant), compares configs per second, benchmark seconds per config, and
-whether the fastest configs are the same as under the baseline variant.
+the order they run in does not change their wall times); the report, made from that database
+alone (its latest session of each variant), compares configs per second, benchmark seconds per
+config, and whether the fastest configs are the same as under the baseline variant.
 
     python -m experiments.bench_overhead --db runs/bench_overhead.db           # GPU: sessions, report
     python -m experiments.bench_overhead --db runs/bench_overhead.db --variants 3,4   # two of them
