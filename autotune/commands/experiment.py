@@ -33,6 +33,10 @@ def add_parser(subparsers: Any) -> None:
         add_database_arguments(parser, writes=action == "run")
         parser.add_argument("--out", default=None, help="report folder (default: FOLDER/report)")
         parser.add_argument("--shapes", default="", help="comma-separated subset of the experiment's shapes")
+        if action == "report":
+            parser.add_argument("--device", default=None,
+                                help="the GPU whose runs to report, as sessions name it, for an experiment recorded "
+                                     "on several (default: the experiment's choice)")
         if action == "run":
             parser.add_argument("--budget", type=positive_int, default=None, help="configs per tuning session")
             parser.add_argument("--seconds", type=positive_float, default=None, help="wall clock per tuning session")
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
         shapes=_listed(args.shapes), methods=_listed(getattr(args, "methods", "")),
         budget=getattr(args, "budget", None), seconds=getattr(args, "seconds", None),
         workers=getattr(args, "workers", None), again=getattr(args, "again", False),
-        deadline_at=started + deadline if deadline is not None else None,
+        deadline_at=started + deadline if deadline is not None else None, device=getattr(args, "device", None),
     )
     status = 0
     if args.action == "run":

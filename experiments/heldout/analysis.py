@@ -334,3 +334,8 @@ def budget_ends(summaries: Sequence[ProblemSummary]) -> list[BudgetEnd]:
             near = summary.helion_ms * (1 + d.WITHIN) if summary.helion_ms else None
             ends += [BudgetEnd(run, allowed, run.time_to(near)) for run in arm.runs if run.ended_by == BUDGET_END]
     return ends
+
+
+def us_text(ms: float | None) -> str:
+    """A time in ms written in µs for a table cell ('-' where there is none)."""
+    return "-" if ms is None or not math.isfinite(ms) else f"{ms * 1e3:.1f}"

@@ -121,17 +121,18 @@ def run_key(problem: Problem, arm: str, strategy: str, seed: int) -> Key:
     return (problem.kernel, problem.shape, problem.dtype, arm, strategy, int(seed))
 
 
-def load_runs(db: Path, shipped: Path | None) -> list[Run]:
-    """Every finished run of the study in `db` and the shipped data beside it: the latest
-    session of each run's key."""
-    return standing(load_every_run(db, shipped))
+def load_runs(db: Path, shipped: Path | None, device: str | None = None) -> list[Run]:
+    """Every finished run of the study in `db` and the shipped data beside it (on `device`; None:
+    on any, devices.py): the latest session of each run's key."""
+    return standing(load_every_run(db, shipped, device))
 
 
-def load_every_run(db: Path, shipped: Path | None) -> list[Run]:
-    """Every finished session of the study as a run, runs recorded again included, in session order."""
+def load_every_run(db: Path, shipped: Path | None, device: str | None = None) -> list[Run]:
+    """Every finished session of the study (on `device`; None: on any) as a run, runs recorded
+    again included, in session order."""
     cache = open_for_reading(db, shipped)
     try:
-        return [read_run(cache, session) for _, session in _finished(cache)]
+        return [read_run(cache, session) for _, session in _finished(cache, device)]
     finally:
         cache.close()
 
@@ -156,11 +157,12 @@ def latest_per_seed_source(runs: Sequence[Run]) -> list[Run]:
     return list({(run.key, run.seeds_tag): run for run in sorted(runs, key=lambda r: r.session_id)}.values())
 
 
-def study_sessions(cache: Cache) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Every session the study recorded, finished or not, with its tags, in session order."""
+def study_sessions(cache: Cache, device: str | None = None) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every session the study recorded, finished or not, with its tags, in session order: those
+    recorded on `device` (the name sessions record), or on any device where it is None."""
     for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
         tags = experiment_tags(session["options"])
-        if tags.get("study") == d.STUDY:
+        if tags.get("study") == d.STUDY and (device is None or session["device"] == device):
             yield session, tags
 
 
@@ -169,9 +171,9 @@ def _measured_to_its_end(session: dict[str, Any]) -> bool:
     return session["exit_reason"] in DONE and session["evaluations"] > 0
 
 
-def _finished(cache: Cache) -> Iterator[tuple[Key, dict[str, Any]]]:
-    """Every finished session of the study with its run's key, in session order."""
-    for session, tags in study_sessions(cache):
+def _finished(cache: Cache, device: str | None = None) -> Iterator[tuple[Key, dict[str, Any]]]:
+    """Every finished session of the study (on `device`; None: on any) with its run's key, in session order."""
+    for session, tags in study_sessions(cache, device):
         if session["mode"] == "gpu" and _measured_to_its_end(session):
             yield run_key(_problem(session), tags.get("arm", "?"), strategy_label(session), tags.get("seed", 0)), session
 
@@ -248,12 +250,13 @@ class Unfinished:
         return run_key(self.problem, self.arm, self.strategy, self.seed)
 
 
-def load_unfinished(db: Path, shipped: Path | None) -> list[Unfinished]:
-    """Every run of the study in `db` (with the shipped data) that did not finish, in session order."""
+def load_unfinished(db: Path, shipped: Path | None, device: str | None = None) -> list[Unfinished]:
+    """Every run of the study in `db` (with the shipped data; on `device`, None: on any) that did
+    not finish, in session order."""
     cache = open_for_reading(db, shipped)
     try:
         found = []
-        for session, tags in study_sessions(cache):
+        for session, tags in study_sessions(cache, device):
             if _measured_to_its_end(session):
                 continue
             reason = session["exit_reason"]
@@ -281,16 +284,17 @@ class FinishedSearch:
     tags: dict[str, Any]  # the try's tags: its job's start, Helion's times, log and pick
 
 
-def finished_searches(db: Path, shipped: Path | None) -> dict[Key, FinishedSearch]:
-    """For each Helion quick run not finished yet, its latest try whose search finished though its
-    re-timing was cut.  A re-timing that failed is searched again instead: its pick may fail again."""
+def finished_searches(db: Path, shipped: Path | None, device: str | None = None) -> dict[Key, FinishedSearch]:
+    """For each Helion quick run not finished yet (on `device`; None: on any), its latest try whose
+    search finished though its re-timing was cut.  A re-timing that failed is searched again
+    instead: its pick may fail again."""
     if not db.exists() and (shipped is None or not shipped.exists()):
         return {}
     cache = open_for_reading(db, shipped)
     try:
-        done = {key for key, _ in _finished(cache)}
+        done = {key for key, _ in _finished(cache, device)}
         found: dict[Key, FinishedSearch] = {}
-        for session, tags in study_sessions(cache):
+        for session, tags in study_sessions(cache, device):
             reason = session["exit_reason"] or d.INTERRUPTED  # None: never ended, its process stopped
             if tags.get("arm") != d.HELION_QUICK or "helion_pick" not in tags or not reason.startswith(d.INTERRUPTED):
                 continue
@@ -302,9 +306,9 @@ def finished_searches(db: Path, shipped: Path | None) -> dict[Key, FinishedSearc
         cache.close()
 
 
-def recorded_keys(db: Path, shipped: Path | None) -> set[Key]:
-    """The runs `db` (with the shipped data) already holds: the runner skips them."""
-    return set(job_times(db, shipped))
+def recorded_keys(db: Path, shipped: Path | None, device: str | None = None) -> set[Key]:
+    """The runs `db` (with the shipped data) already holds on `device` (None: on any): the runner skips them."""
+    return set(job_times(db, shipped, device))
 
 
 @dataclass(frozen=True)
@@ -316,15 +320,15 @@ class JobTime:
     limit_s: float | None
 
 
-def job_times(db: Path, shipped: Path | None) -> dict[Key, JobTime | None]:
-    """Every finished run in `db` (with the shipped data), the latest of each key, with how long
-    its job took (None where its session did not record the job's start)."""
+def job_times(db: Path, shipped: Path | None, device: str | None = None) -> dict[Key, JobTime | None]:
+    """Every finished run in `db` (with the shipped data; on `device`, None: on any), the latest of
+    each key, with how long its job took (None where its session did not record the job's start)."""
     if not db.exists() and (shipped is None or not shipped.exists()):
         return {}
     cache = open_for_reading(db, shipped)
     try:
         found: dict[Key, JobTime | None] = {}
-        for key, session in _finished(cache):
+        for key, session in _finished(cache, device):
             tags = experiment_tags(session["options"])
             started = tags.get("job_started")
             if "retime_started" in tags:  # a pick re-timed after its search's try was cut: the two parts

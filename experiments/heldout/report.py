@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Collection, Sequence
@@ -19,19 +20,24 @@ from autotune.experiment import ExperimentOptions
 
 from . import definition as d
 from . import plots
-from .analysis import ArmSummary, BudgetEnd, ProblemSummary, budget_ends, summarise
+from .analysis import ArmSummary, BudgetEnd, ProblemSummary, budget_ends, summarise, us_text
+from .devices import device_lines, device_to_read, report_folder, study_devices
 from .data import (Key, Run, Unfinished, load_every_run, load_unfinished, search_rows, session_spaces, standing,
                    superseded)
 from .history import how_run
 from .isolation import other_kernels
 from .moves import cold_walks, moves_section
+from .runs_apart import superseded_section, unfinished_section
 from .stops import StoppedShort, stopped_short, stops_json, stops_section
 from .tooling import ToolingPair, tooling_json, tooling_pairs, tooling_section
 from .verdicts import HOW_READ, Verdict, headline, unbeaten, verdicts
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
-    every_run = load_every_run(options.db, options.shipped)
+    recorded = study_devices(options.db, options.shipped)
+    device = device_to_read(recorded, options.device) if recorded else options.device
+    options = replace(options, out=report_folder(options, device))
+    every_run = load_every_run(options.db, options.shipped, device)
     runs = standing(every_run)
     problems = [p for p in d.PROBLEMS if not options.shapes or p.shape in options.shapes]
     summaries = summarise(runs, problems, every_run)
@@ -44,7 +50,7 @@ def report(options: ExperimentOptions, console: Any) -> Path:
     figures = {"ratios to Helion quick": plots.ratios(summaries, options.out / "ratios.png"),
                "convergence": plots.convergence(summaries, options.out / "convergence.png"),
                "where the searches started": plots.starts(summaries, options.out / "starts.png")}
-    unfinished = [u for u in load_unfinished(options.db, options.shipped) if u.problem in problems]
+    unfinished = [u for u in load_unfinished(options.db, options.shipped, device) if u.problem in problems]
     path = options.out / "README.md"
     again = [(run, by) for run, by in superseded(every_run) if run.problem in problems]
     finished = {run.key for run in runs}
@@ -58,15 +64,11 @@ def report(options: ExperimentOptions, console: Any) -> Path:
                                                       partial(search_rows, options.db, options.shipped)))
                            + stops_section(stops)
                            + unfinished_section(unfinished, finished)
-                           + superseded_section(again), again))
-    (options.out / "results.json").write_text(
-        json.dumps(as_json(summaries, judged, unfinished, finished, again, ends, stops, tooling), indent=1))
+                           + superseded_section(again), again, device, recorded))
+    (options.out / "results.json").write_text(json.dumps(
+        {"device": device, **as_json(summaries, judged, unfinished, finished, again, ends, stops, tooling)}, indent=1))
     console.print("\n".join(f"{v.subject}: {v.target}: {v.status}" for v in judged))
     return path
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value * 1e3:.1f}"
 
 
 def _origins(arm: ArmSummary) -> str:
@@ -93,10 +95,11 @@ def _starts(arm: ArmSummary) -> str:
 
 def render(summaries: list[ProblemSummary], judged: list[Verdict], options: ExperimentOptions,
            figures: dict[str, Path], others: dict[str, list[str]] | None = None,
-           unfinished_lines: Sequence[str] = (), again: Sequence[tuple[Run, int]] = ()) -> str:
+           unfinished_lines: Sequence[str] = (), again: Sequence[tuple[Run, int]] = (),
+           device: str | None = None, devices: Counter[str] | None = None) -> str:
     out = [f"# Held-out shapes: our tuning against Helion quick ({d.STUDY})", "",
            *in_short(judged, summaries), "## How the study was run", "",
-           *how_run(options.db, others),
+           *how_run(options.db, others), *device_lines(device, devices or Counter()),
            "Every time is read back from the recorded sessions. **search limit s** is the search time each of "
            "our runs was given (`--seconds`, counted once its evaluator was ready): a run that had not come within "
            "2% when its limit ran out counts as 'never', whatever it would have found later. **wall s** runs from "
@@ -221,7 +224,7 @@ def helion_spread(summaries: list[ProblemSummary], again: Sequence[tuple[Run, in
     """Helion quick from seed to seed, where it ran more than once: how far apart its runs' final
     times and wall times are (every target's reference is their median); and each run made again
     at the same seed, which the latest replaces in the reference but which shows the same spread."""
-    repeats = [f"- {run.problem.label}, seed {run.seed}: {_ms(run.final_ms)} µs in {run.wall_s:.0f} s "
+    repeats = [f"- {run.problem.label}, seed {run.seed}: {us_text(run.final_ms)} µs in {run.wall_s:.0f} s "
                f"(session {run.session_id}); session {by} stands in its place."
                for run, by in again if run.arm == d.HELION_QUICK and run.wall_s is not None]
     rows = []
@@ -232,7 +235,7 @@ def helion_spread(summaries: list[ProblemSummary], again: Sequence[tuple[Run, in
         if len(finals) < 2 or len(walls) < 2:
             continue
         rows.append(f"| {summary.problem.label} | {', '.join(str(r.seed) for r in runs)} | "
-                    f"{' / '.join(_ms(ms) for ms in finals)} | {max(finals) / min(finals):.3f} | "
+                    f"{' / '.join(us_text(ms) for ms in finals)} | {max(finals) / min(finals):.3f} | "
                     f"{' / '.join(f'{w:.0f}' for w in walls)} | {max(walls) / min(walls):.2f} |")
     if not rows and not repeats:
         return []
@@ -252,14 +255,14 @@ def starting_points(summaries: Sequence[ProblemSummary]) -> list[str]:
     A start within 2% leaves the search nothing to find; one far off is what it has to make up."""
     def cell(summary: ProblemSummary, ms: float | None) -> str:
         ratio = summary.over_best(ms)
-        return "-" if ratio is None else f"{_ms(ms)} ({ratio:.3f})"
+        return "-" if ratio is None else f"{us_text(ms)} ({ratio:.3f})"
 
     rows = []
     for summary in summaries:
         sources = sorted({s for r in summary.present_cache_runs for s in r.cache_from})
         cells = [cell(summary, ms) for _, ms in summary.starts()]
         cells[0] = summary.default_failure or cells[0]  # the default: how it failed, where it never ran
-        rows.append(f"| {summary.problem.label} | {_ms(summary.best_ms)} | {' | '.join(cells)} | "
+        rows.append(f"| {summary.problem.label} | {us_text(summary.best_ms)} | {' | '.join(cells)} | "
                     f"{', '.join(sources) or '-'} |")
     if not rows:
         return []
@@ -303,43 +306,17 @@ def budget_section(summaries: Sequence[ProblemSummary], ends: Sequence[BudgetEnd
          *listed, ""] if short else [])
 
 
-def unfinished_section(unfinished: Sequence[Unfinished], finished: Collection[Key]) -> list[str]:
-    """The runs that did not finish (failed, interrupted, never ended), each with whether a run of
-    the same key is among the `finished` since.  None of them is in any figure; the runner plans
-    each again until it finishes."""
-    if not unfinished:
-        return []
-    rows = [f"| {u.problem.label} | {u.arm} {u.strategy} | {u.seed} | {u.session_id} | "
-            f"{'-' if u.after_s is None else f'{u.after_s:.0f}'} | {_helion_so_far(u)} | "
-            f"{u.reason.replace('|', '/')} | {'yes' if u.key in finished else 'not yet'} |" for u in unfinished]
-    return ["## Runs that did not finish", "",
-            "A Helion quick run that failed or was interrupted is recorded with why, when, the configs its search "
-            "had logged (the fastest in Helion's own timer, not re-timed) and, where its search finished, its "
-            "pick; our arms' sessions record what they measured and how they ended; a session that never ended "
-            "was stopped from outside. None of them is in any figure above, and the runner runs each again "
-            "until it finishes (**finished since**).", "",
-            "| problem | arm and strategy | seed | session | s to the stop | Helion's configs, fastest µs | why "
-            "| finished since |",
-            "|---|---|---:|---:|---:|---|---|---|", *rows, ""]
-
-
-def _helion_so_far(u: Unfinished) -> str:
-    if u.helion_configs is None:
-        return "-"
-    return f"{u.helion_configs}, {_ms(u.helion_best_ms)}"
-
-
 def problem_section(summary: ProblemSummary) -> list[str]:
     problem = summary.problem
     best_run = summary.best_run
     lines = [f"## {problem.label}", ""]
     if best_run is not None:
-        lines.append(f"Best time anyone found: {_ms(summary.best_ms)} µs ({best_run.arm} {best_run.strategy} "
+        lines.append(f"Best time anyone found: {us_text(summary.best_ms)} µs ({best_run.arm} {best_run.strategy} "
                      f"seed {best_run.seed}, session {best_run.session_id}).")
     if summary.helion_ms is not None:
         runs = len(summary.helion_runs)
         over = "its one run" if runs == 1 else f"the median over its {runs} runs"
-        lines.append(f"Helion quick: {_ms(summary.helion_ms)} µs in {summary.helion_wall_s:.0f} s of wall time "
+        lines.append(f"Helion quick: {us_text(summary.helion_ms)} µs in {summary.helion_wall_s:.0f} s of wall time "
                      f"({over}).")
     for run in (r for r in summary.helion_runs if r.helion_past_thread_limit):
         lines.append(f"Helion quick's pick at seed {run.seed} lies past our searches' elements-per-thread limit "
@@ -350,19 +327,20 @@ def problem_section(summary: ProblemSummary) -> list[str]:
                      f"{run.session_id}): the re-timing after its search (session {run.retimes_search_of}) was cut. "
                      "Its wall time is that search's job, to its autotune call's return.")
     if summary.seed.ms is not None:
-        lines.append(f"Heuristic seed ({summary.seed.kind}): {_ms(summary.seed.ms)} µs, "
+        lines.append(f"Heuristic seed ({summary.seed.kind}): {us_text(summary.seed.ms)} µs, "
                      f"{summary.ratio(summary.seed):.3f}x the best found.")
     seeds = summary.rule_seed_times()
     if len(seeds) > 1 and summary.problem.family == "matmul":
         lines.append(f"The rule's {len(seeds)} seeds (median over the runs): " + "; ".join(
-            f"{label}: {'failed' if ms is None else f'{_ms(ms)} µs'}" for label, ms in seeds) + ".")
+            f"{label}: {'failed' if ms is None else f'{us_text(ms)} µs'}" for label, ms in seeds) + ".")
     changed = summary.rule_differences()
     if changed:
         lines.append("The best found differs from the rule seed in: "
                      + "; ".join(f"{name} {rule!r} → {best!r}" for name, rule, best in changed) + ".")
     if summary.earlier_seed.ms is not None:
         lines.append(f"Heuristic seed of the earlier seed source ({summary.earlier_seed.kind}): "
-                     f"{_ms(summary.earlier_seed.ms)} µs, {summary.ratio(summary.earlier_seed):.3f}x the best found.")
+                     f"{us_text(summary.earlier_seed.ms)} µs, "
+                     f"{summary.ratio(summary.earlier_seed):.3f}x the best found.")
     sources = sorted({s for a in summary.arms for r in a.runs for s in r.cache_from})
     if sources:
         lines.append(f"Cache seeds from: {', '.join(sources)}.")
@@ -393,20 +371,6 @@ def problem_section(summary: ProblemSummary) -> list[str]:
                      f"{arm.final_ratio.text(digits=3)} | {arm.wall_ratio.text(digits=3)} | {_origins(arm)} | "
                      f"{_starts(arm)} | {sessions} |")
     return lines + [""]
-
-
-def superseded_section(again: Sequence[tuple[Run, int]]) -> list[str]:
-    """Finished runs recorded again under the same key: the latest stands in every figure, and the
-    earlier ones are listed here with their own figures, so that a repeat never hides a result."""
-    if not again:
-        return []
-    rows = [f"| {run.problem.label} | {run.arm} {run.strategy} | {run.seed} | {run.session_id} | {_ms(run.final_ms)} | "
-            f"{'-' if run.wall_s is None else f'{run.wall_s:.0f}'} | {by} |" for run, by in again]
-    return ["## Runs recorded again", "",
-            "A run recorded again under the same arm, strategy and seed (a repeated command) stands in every "
-            "figure by its latest session; each earlier one is listed here with its own final time and wall time.",
-            "", "| problem | arm and strategy | seed | session | final µs | wall s | stands instead |",
-            "|---|---|---:|---:|---:|---:|---:|", *rows, ""]
 
 
 def as_json(summaries: list[ProblemSummary], judged: list[Verdict], unfinished: Sequence[Unfinished] = (),
@@ -478,11 +442,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", type=Path, default=Path("cache.db"), help="the recorded sessions")
     parser.add_argument("--shipped", default="cache.db", help="read beside --db ('none': --db alone)")
-    parser.add_argument("--out", type=Path, default=folder / "report")
+    parser.add_argument("--out", type=Path, default=folder / "report",
+                        help=f"where to write it (default: report/; report-<device>/ for a GPU other than {d.DEVICE})")
     parser.add_argument("--shapes", default="", help="comma-separated subset of the shapes")
+    parser.add_argument("--device", default=None, help="the GPU whose runs to report, as sessions name it (default: "
+                                                       f"the only one recorded, or {d.DEVICE!r} among several)")
     args = parser.parse_args(argv)
     shipped = None if args.shipped.lower() in ("", "none") else Path(args.shipped)
-    options = ExperimentOptions(folder=folder, db=args.db, out=args.out, shipped=shipped,
+    options = ExperimentOptions(folder=folder, db=args.db, out=args.out, shipped=shipped, device=args.device,
                                 shapes=tuple(s.strip() for s in args.shapes.split(",") if s.strip()))
     path = report(options, Console(width=150))
     print(f"report written to {path}")

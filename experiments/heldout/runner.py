@@ -70,6 +70,10 @@ class Plan:
     # What the warm-cache arm's seeds read: the shipped data without this study's sessions
     # (isolation.without_study); the shipped data itself where not set.
     seed_data: Path | None = None
+    # The GPU the runs are recorded on, as sessions name it: only its recorded runs are skipped,
+    # give the search limits and decide verdicts (devices.py).  `execute` sets the GPU's own, a
+    # dry run `--device` or the study's (None reads every device's runs: tests of one device).
+    device: str | None = None
 
 
 def plan_jobs(plan: Plan, recorded: set[tuple] = frozenset(), cache_from: dict[Problem, list[str]] | None = None,
@@ -227,6 +231,7 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: 
     if not gpu_available():
         raise UserError("the held-out experiment measures on a GPU and this machine has none; "
                         f"`python -m experiments.heldout.report --db {options.db}` regenerates the report")
+    plan = replace(plan, device=this_gpu(plan.device))
     with without_study(plan.shipped) as seed_data:
         import helion  # noqa: F401 - imported once here, so no job's time counts the imports
         import torch  # noqa: F401
@@ -259,7 +264,17 @@ def recorded_runs(plan: Plan, db: Path) -> list[Run]:
     from .data import load_runs
 
     nothing_recorded = not db.exists() and (plan.shipped is None or not plan.shipped.exists())
-    return [] if nothing_recorded else load_runs(db, plan.shipped)
+    return [] if nothing_recorded else load_runs(db, plan.shipped, plan.device)
+
+
+def this_gpu(named: str | None) -> str:
+    """The GPU this machine records on; `named` (`--device`), where given, must be it."""
+    from autotune.device import device_name
+
+    found = device_name(0)
+    if named is not None and named != found:
+        raise UserError(f"--device {named!r}: this machine's GPU is {found!r}")
+    return found
 
 
 def verdict_gate(plan: Plan, db: Path, runs: Sequence[Run], skip_met: bool = False) -> VerdictGate:
@@ -329,12 +344,12 @@ def pending_jobs(plan: Plan, db: Path, console: Any, runs: Sequence[Run] | None 
     from .data import finished_searches, job_times
 
     sources = check_held_out(plan)
-    times = job_times(db, plan.shipped)
+    times = job_times(db, plan.shipped, plan.device)
     recorded = set() if plan.again else set(times)
     limits = read_target_limits(plan, db, console, runs) if plan.limit_to_target else None
     jobs = with_expected_times(plan_jobs(plan, recorded, sources, limits), times)
     if not plan.again:  # a Helion run whose search finished before its re-timing was cut: re-timed alone
-        searches = finished_searches(db, plan.shipped)
+        searches = finished_searches(db, plan.shipped, plan.device)
         jobs = [replace(job, searched=searches[job.key], expected_s=None)
                 if isinstance(job, HelionQuickJob) and job.key in searches else job for job in jobs]
     skipped = len(plan_jobs(replace(plan, again=True), set(), sources)) - len(jobs)
@@ -410,6 +425,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="as --until-missed, and start no further seed of a series at a shape where most of "
                              "the study's seeds already met its time target there (the median meets it whatever "
                              "the others find)")
+    parser.add_argument("--device", default=None,
+                        help="the GPU whose recorded runs count, as sessions name it (default: this machine's; in "
+                             f"a dry run without one, the only one recorded, or {d.DEVICE!r} among several)")
     parser.add_argument("--dry-run", action="store_true", help="print the runs that would run, and stop")
     started = time.monotonic()
     args = parser.parse_args(argv)
@@ -420,7 +438,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                        seconds=d.SECONDS if args.seconds == TARGET else args.seconds,
                        limit_to_target=args.seconds == TARGET,
                        budget=args.budget, shipped=shipped, again=args.again, worker_built=BUILD_FROM_WORKER,
-                       compiled_ahead=COMPILE_AHEAD),
+                       compiled_ahead=COMPILE_AHEAD, device=args.device),
                   listed(args.shapes), listed(args.arms))
     plan = with_strategies(plan, listed(args.strategies))
     args.db.parent.mkdir(parents=True, exist_ok=True)
@@ -431,6 +449,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.dry_run:
         from .isolation import without_study
 
+        from autotune.tuning import gpu_available
+
+        from .devices import device_to_read, study_devices
+
+        if plan.device is None:  # without a GPU: the device the recorded runs name, as the report reads them
+            recorded = study_devices(args.db, shipped)
+            plan = replace(plan, device=this_gpu(None) if gpu_available() else
+                           device_to_read(recorded, None) if recorded else d.DEVICE)
+        console.print(f"runs recorded on {plan.device} count")
         with without_study(shipped) as seed_data:
             runs = recorded_runs(plan, args.db) if args.until_missed or args.until_decided else None
             jobs = pending_jobs(replace(plan, seed_data=seed_data), args.db, console, runs)
