@@ -109,9 +109,11 @@ def _nearest_best(task: TuningTask, cache: Cache) -> list[tuple[dict[str, Any], 
 
 def _carried(task: TuningTask, best: Sequence[tuple[dict[str, Any], Any, tuple[int, ...]]]) -> list[dict[str, Any]]:
     """The configs as they should run at this shape (`heuristics.transfer`: a whole-row reduction
-    recorded at a narrower row keeps the chunk it was measured with)."""
+    recorded at a narrower row keeps the chunk it was measured with, and stages no more whole
+    rows than this GPU's shared memory holds)."""
     if not best or task.spec.family != "helion":
         return [native for native, _, _ in best]
+    from heuristics.device import current_device
     from heuristics.extract import facts_for_task
     from heuristics.transfer import carry
 
@@ -119,7 +121,8 @@ def _carried(task: TuningTask, best: Sequence[tuple[dict[str, Any], Any, tuple[i
         facts = facts_for_task(task)
     except Exception:  # noqa: BLE001 - no facts (a replayed kernel of the user's, say): carried as recorded
         return [native for native, _, _ in best]
-    return [carry(native, facts, shape, task.shape) for native, _, shape in best]
+    smem = current_device().smem_per_block
+    return [carry(native, facts, shape, task.shape, smem) for native, _, shape in best]
 
 
 def _points(task: TuningTask, natives: Sequence[dict[str, Any]], moved: bool = False) -> list[Params]:

@@ -4,6 +4,7 @@ strategy source, seed source or timing target is kept apart and planned again.""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -312,3 +313,26 @@ def test_matmul_runs_seeded_before_the_resident_rules_third_revision_are_kept_ap
     assert (row["session"], row["stands_instead"], row["final_ms"]) == (first.session_id, second.session_id,
                                                                         first.final_ms)
     assert superseded_section([]) == []
+
+
+def test_the_cache_stage_fit_changes_the_seeds_exactly_where_they_ran_out_of_shared_memory():
+    """`definition.cache_stages_cut` (where the stage fit changes the cache seeds) names exactly the
+    shapes at which a warm-cache run under the earlier cache source had a cache seed run out of
+    shared memory, read from the shipped data with plain SQL; runs there are earlier seeds, runs
+    elsewhere keep their seeds, and runs of older sources are earlier everywhere."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{REPO / 'cache.db'}?mode=ro", uri=True)
+    try:
+        failed = {"x".join(map(str, json.loads(shape))) for (shape,) in conn.execute(
+            "SELECT DISTINCT s.shape FROM evaluations e JOIN sessions s ON s.id = e.session_id"
+            " WHERE e.origin = 'cache' AND e.status = 'out_of_resources' AND e.error LIKE '%shared memory%'"
+            " AND json_extract(s.options, '$.experiment.study') = ?"
+            " AND json_extract(s.options, '$.experiment.seeds') = ?",
+            (d.STUDY, d.CARRIED_PER_NEAREST))}
+    finally:
+        conn.close()
+    assert failed and failed == {p.shape for p in d.SOFTMAX if d.cache_stages_cut(p)}
+    for problem in d.SOFTMAX:
+        assert d.seeds_changed_at(problem, d.WARM_CACHE, d.CARRIED_PER_NEAREST) == (problem.shape in failed)
+        assert d.seeds_changed_at(problem, d.WARM_CACHE, None)

@@ -210,8 +210,17 @@ WARM_ARMS = (WARM_HEURISTIC, WARM_CACHE)
 # The row rule's third revision (FEW_ROWS_SHAPES) changed the warm-heuristic seeds only where
 # rows are few and long (heuristics.row_reduction.few_long_rows); runs of its second revision
 # elsewhere had the present seeds.
+# The cache source's third change (heuristics/transfer.py), after the warm-cache runs at all 29
+# softmax shapes: a row a carried config keeps whole is staged in no more loop stages than shared
+# memory holds.  The one carried config staged over several stages is the fastest recorded at
+# 1024x50257 (STAGED_CACHE_CONFIG: its row and four stages, one row a program); it had run out of
+# shared memory at every shape whose row pads to 64K values (`cache_stages_cut`).  Those six
+# shapes are fitted for the change, and no declared shape judges it: it changes seeds nowhere else.
 TWO_PASS_SEEDS = "two-pass at 32 and 16 a thread"
-SEEDS_VERSION = {WARM_HEURISTIC: "few long rows at 32 warps", WARM_CACHE: "carried, one per nearest shape"}
+CARRIED_PER_NEAREST = "carried, one per nearest shape"
+STAGED_CACHE_CONFIG = (50257, 4)
+SEEDS_VERSION = {WARM_HEURISTIC: "few long rows at 32 warps",
+                 WARM_CACHE: CARRIED_PER_NEAREST + ", whole rows staged within shared memory"}
 # At the matmul cells the warm-heuristic arm's seeds changed with each revision of the resident
 # rule: the first (MATMUL_REVISED) changed them at every cell; the second (MATMUL_HOST_DESCRIPTORS)
 # only where the rule's seed loads through descriptors, so runs of the first revision's seeds
@@ -320,7 +329,24 @@ def seeds_changed_at(problem: Problem, arm: str, recorded: str | None = None) ->
         if recorded == TWO_PASS_SEEDS:  # the third revision changed the seeds of few long rows only
             return few_long_rows(rows, row, H100_SM_COUNT)
         return row >= LONG_ROW
+    if arm == WARM_CACHE and recorded == CARRIED_PER_NEAREST:
+        return problem.family == "softmax" and cache_stages_cut(problem)
     return arm in SEEDS_VERSION
+
+
+def cache_stages_cut(problem: Problem) -> bool:
+    """Whether the stage fit changes the staged cache config (STAGED_CACHE_CONFIG) at this softmax
+    shape: its row stays whole here (padded no wider than where it was recorded) and its staged
+    rows overflow the H100's shared memory."""
+    from heuristics.device import H100_SMEM_PER_BLOCK_BYTES  # the device every shipped run was recorded on
+    from heuristics.row_reduction import next_pow2
+    from heuristics.transfer import fitting_stages
+
+    recorded_row, stages = STAGED_CACHE_CONFIG
+    padded = next_pow2(problem.dims[-1])
+    itemsize = 4 if problem.dtype == "float32" else 2
+    return padded <= next_pow2(recorded_row) and fitting_stages(
+        stages, padded * itemsize, H100_SMEM_PER_BLOCK_BYTES) < stages
 
 
 def problem_named(text: str) -> list[Problem]:

@@ -108,5 +108,11 @@ def changes() -> list[str]:
         "chunk that pays only with the other hint, while the walk that took that one did; `pattern-ties` (the "
         "`pattern-reach` walk that follows the moves level with a path's best move as paths of their own) was "
         f"written after that, so those {d.SOFTMAX_SHAPES.index(d.TIES_SHAPES[0])} shapes are fitted for it, and "
-        f"{' and '.join(d.TIES_SHAPES)}, declared after it before anything was measured on them, judge it."
+        f"{' and '.join(d.TIES_SHAPES)}, declared after it before anything was measured on them, judge it.",
+        "The cache source then kept a carried whole row to as many loop stages as shared memory holds "
+        "(`heuristics/transfer.py`): its one config staged over several stages, the fastest at 1024x50257, "
+        "had run out of shared memory at each of the "
+        f"{sum(d.cache_stages_cut(p) for p in d.SOFTMAX)} shapes whose row pads to 64K values, where its runs "
+        "are now labelled '(earlier seeds)'. Those shapes are fitted for the change and no declared shape "
+        "judges it, since it changes the seeds nowhere else.",
     ]
