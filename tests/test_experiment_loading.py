@@ -65,3 +65,43 @@ def test_a_folder_without_report_is_refused_in_one_line(tmp_path):
     (folder / "__init__.py").write_text("def run(options, console):\n    return None\n")
     with pytest.raises(UserError, match=r"lacks report\(\)$"):
         load_experiment(folder)
+
+
+def _recording_experiment(folder: Path) -> Path:
+    """An experiment whose report() records the device and folder it was asked for."""
+    folder.mkdir()
+    (folder / "__init__.py").write_text(textwrap.dedent('''
+        ASKED = []
+
+        def run(options, console):
+            return None
+
+        def report(options, console):
+            ASKED.append((options.device, options.out))
+            return options.out / "README.md"
+    '''))
+    return folder
+
+
+def test_a_report_reads_the_gpu_it_names_or_the_one_a_run_measured_on(tmp_path, monkeypatch):
+    """`experiment report --device` reaches the study; a report of another GPU than the shipped
+    data's goes to its own folder unless --out says otherwise; the report after `experiment run`
+    on a GPU machine reads that GPU's sessions."""
+    from autotune import cli
+    from autotune.commands import experiment as command
+    from autotune.experiment_devices import SHIPPED_DEVICE
+
+    folder = _recording_experiment(tmp_path / "device_study")
+    base = ["--db", str(tmp_path / "user.db"), "--shipped", "none"]
+    assert cli.main(["experiment", "report", str(folder), *base]) == 0
+    assert cli.main(["experiment", "report", str(folder), *base, "--device", SHIPPED_DEVICE]) == 0
+    assert cli.main(["experiment", "report", str(folder), *base, "--device", "NVIDIA H200"]) == 0
+    assert cli.main(["experiment", "report", str(folder), *base, "--device", "NVIDIA H200",
+                     "--out", str(tmp_path / "mine")]) == 0
+    monkeypatch.setattr(command, "gpu_available", lambda: True)
+    monkeypatch.setattr(command, "recording_gpu", lambda named=None: "NVIDIA H200")
+    assert cli.main(["experiment", "run", str(folder), *base]) == 0
+    asked = load_experiment(folder).module.ASKED
+    assert asked == [(None, folder / "report"), (SHIPPED_DEVICE, folder / "report"),
+                     ("NVIDIA H200", folder / "report-nvidia-h200"), ("NVIDIA H200", tmp_path / "mine"),
+                     ("NVIDIA H200", folder / "report-nvidia-h200")]

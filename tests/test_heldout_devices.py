@@ -18,7 +18,8 @@ from autotune.experiment import ExperimentOptions
 from experiments.heldout import definition as d
 from experiments.heldout import runner
 from experiments.heldout.data import load_runs, recorded_keys
-from experiments.heldout.devices import device_to_read, report_folder, slug, study_devices
+from autotune.experiment_devices import slug
+from experiments.heldout.devices import device_to_read, report_folder, study_devices
 
 from heldout_records import HELDOUT_DIR, HELION_JOB_S, SOFTMAX
 

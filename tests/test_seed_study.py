@@ -404,3 +404,29 @@ def test_the_report_scores_the_rule_as_checked_out_when_it_changed_since_recordi
     assert "seed/default, geometric mean over the 2 cells where both were timed: " \
            f"{math.sqrt(2.0 / 0.49 * 0.3 / 0.6):.2f}x" in text
     assert "slower than the default: 1 (matmul-softmax 256x128x256 bfloat16)" in text
+
+
+def test_each_gpus_cells_are_reported_and_skipped_apart(study_db, tmp_path):
+    """Cells recorded on two GPUs: the report reads one (named, or refused where neither the
+    data nor the shipped GPU decides), and the runner skips a cell only where the GPU recording
+    now has measured it."""
+    import shutil
+    import sqlite3
+
+    from autotune.errors import UserError
+
+    runner, _ = _modules()
+    data = import_module(load_experiment(STUDY_DIR).name + ".data")
+    db = tmp_path / "two.db"
+    shutil.copy(study_db, db)
+    with sqlite3.connect(db) as conn:  # the rmsnorm cell as if measured on another card
+        conn.execute("UPDATE sessions SET device = 'NVIDIA H200' WHERE kernel = 'matmul-rmsnorm'")
+    conn.close()
+    on_other = data.load_study(db, "bfloat16", shipped=None, device="NVIDIA H200")
+    on_cpu = data.load_study(db, "bfloat16", shipped=None, device="cpu")
+    assert [r.cell.kernel for r in on_other] == ["matmul-rmsnorm"] and {r.device for r in on_other} == {"NVIDIA H200"}
+    assert on_cpu and "matmul-rmsnorm" not in {r.cell.kernel for r in on_cpu}
+    with pytest.raises(UserError, match="several devices"):
+        data.load_study(db, "bfloat16", shipped=None)
+    assert runner.recorded_cells(db, "bfloat16", "NVIDIA H200") == {r.cell.name for r in on_other}
+    assert runner.recorded_cells(db, "bfloat16", "cpu") == {r.cell.name for r in on_cpu}

@@ -320,3 +320,34 @@ def test_cold_and_warm_sessions_are_reported_apart(tmp_path):
     section = text.split("## 4096x4096")[1]
     assert "| started from | best from |" in section
     assert f"warm: default,heuristic ({gen0[seeded] - 1} heuristic)" in section
+
+
+def test_each_gpus_sessions_are_reported_and_skipped_apart(study_db, tmp_path):
+    """A study recorded on two GPUs: the report reads one (named, or the only one, or refused
+    where neither the data nor the shipped GPU decides), and the runner skips a job only where
+    the GPU recording now has run it."""
+    import shutil
+    import sqlite3
+    from importlib import import_module
+
+    from autotune.errors import UserError
+
+    db = tmp_path / "two.db"
+    shutil.copy(study_db, db)
+    with sqlite3.connect(db) as conn:  # the wider shape's sessions as if measured on another card
+        conn.execute("UPDATE sessions SET device = 'NVIDIA H200' WHERE shape = ?", (json.dumps([4096, 4096]),))
+    conn.close()
+    study = load_experiment(STUDY_DIR)
+    data, runner = (import_module(f"{study.name}.{name}") for name in ("data", "runner"))
+    on_cpu = data.load_study(db, "float16", shipped=None, device="cpu")
+    on_other = data.load_study(db, "float16", shipped=None, device="NVIDIA H200")
+    assert [r.label for r in on_cpu] == ["32x128"] and [r.label for r in on_other] == ["4096x4096"]
+    assert {r.device for r in on_cpu + on_other} == {"cpu", "NVIDIA H200"}
+    with pytest.raises(UserError, match="several devices"):
+        data.load_study(db, "float16", shipped=None)
+    assert {shape for shape, _ in runner.recorded_jobs(db, "float16", "NVIDIA H200")} == {"4096x4096"}
+    assert {shape for shape, _ in runner.recorded_jobs(db, "float16")} == {"32x128", "4096x4096"}
+    out = tmp_path / "r"
+    assert cli.main(["experiment", "report", str(STUDY_DIR), "--db", str(db), "--shipped", "none",
+                     "--device", "NVIDIA H200", "--out", str(out)]) == 0
+    assert "on NVIDIA H200" in (out / "README.md").read_text().splitlines()[0]

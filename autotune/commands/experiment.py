@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.errors import UserError
+from autotune.device import gpu_available
 from autotune.experiment import DeadlineReached, ExperimentOptions, load_experiment
+from autotune.experiment_devices import recording_gpu, report_folder
 
 NAME = "experiment"
 EXIT_DEADLINE = 75  # EX_TEMPFAIL: not finished, run the same command again to continue
@@ -64,12 +67,15 @@ def run(args: argparse.Namespace, console: Any) -> int:
     deadline = getattr(args, "deadline", None)
     experiment = load_experiment(args.folder)
     folder = Path(args.folder)
+    device = getattr(args, "device", None)
     options = ExperimentOptions(
-        folder=folder, db=Path(args.db), shipped=args.shipped, out=Path(args.out) if args.out else folder / "report", dtype=args.dtype,
+        folder=folder, db=Path(args.db), shipped=args.shipped,
+        out=Path(args.out) if args.out else report_folder(folder, device),
+        dtype=args.dtype,
         shapes=_listed(args.shapes), methods=_listed(getattr(args, "methods", "")),
         budget=getattr(args, "budget", None), seconds=getattr(args, "seconds", None),
         workers=getattr(args, "workers", None), again=getattr(args, "again", False),
-        deadline_at=started + deadline if deadline is not None else None, device=getattr(args, "device", None),
+        deadline_at=started + deadline if deadline is not None else None, device=device,
     )
     status = 0
     if args.action == "run":
@@ -78,6 +84,9 @@ def run(args: argparse.Namespace, console: Any) -> int:
         except DeadlineReached as reached:  # what finished is recorded; the report shows it
             print(f"autotune: {reached}", file=sys.stderr)
             status = EXIT_DEADLINE
+        if gpu_available():  # the report of a run reads the GPU it measured on
+            device = recording_gpu()
+            options = replace(options, device=device, out=Path(args.out) if args.out else report_folder(folder, device))
     try:
         path = experiment.report(options, console)
     except UserError as nothing_to_report:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.experiment_devices import SHIPPED_DEVICE
+
 STUDY = "heldout"
 # The GPU the study's shipped runs were recorded on, as sessions name it.  A time target compares
 # runs with Helion quick's on one device only: runs on another GPU are planned, gated and
 # reported apart (devices.py), never against this device's references.
-DEVICE = "NVIDIA H100 80GB HBM3"
+DEVICE = SHIPPED_DEVICE
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from autotune.databases import open_for_reading
-from autotune.errors import UserError
+from autotune import experiment_devices
 from autotune.experiment import ExperimentOptions
 
 from . import definition as d
@@ -32,24 +32,9 @@ def study_devices(db: Path, shipped: Path | None) -> Counter[str]:
 
 
 def device_to_read(recorded: Counter[str], wanted: str | None) -> str:
-    """The device whose runs to read: `wanted` when it recorded any; with none wanted, the only
-    device recorded, or the study's own (definition.DEVICE) among several.  Refused when the
-    choice is not the data's to make."""
-    named = ", ".join(f"{name} ({n} sessions)" for name, n in recorded.most_common()) or "none"
-    if wanted is not None:
-        if wanted not in recorded:
-            raise UserError(f"no {d.STUDY} session was recorded on {wanted!r} (recorded on: {named})")
-        return wanted
-    if len(recorded) == 1:
-        return next(iter(recorded))
-    if d.DEVICE in recorded:
-        return d.DEVICE
-    raise UserError(f"the {d.STUDY} sessions were recorded on several devices ({named}): name one with --device")
-
-
-def slug(device: str) -> str:
-    """A folder name for a device's report: 'NVIDIA H200' -> 'nvidia-h200'."""
-    return "-".join("".join(c if c.isalnum() else " " for c in device.lower()).split())
+    """The device whose runs to read (autotune.experiment_devices): `wanted`, else the only one
+    recorded, else the study's own (definition.DEVICE) among several."""
+    return experiment_devices.device_to_read(recorded, wanted, d.DEVICE, d.STUDY)
 
 
 def device_lines(device: str | None, recorded: Counter[str]) -> list[str]:
@@ -69,6 +54,6 @@ def device_lines(device: str | None, recorded: Counter[str]) -> list[str]:
 def report_folder(options: ExperimentOptions, device: str | None) -> Path:
     """Where a report of `device`'s runs is written: `options.out`, except that the study's default
     folder (report/, the shipped device's report) becomes report-<device>/ for another GPU."""
-    if device in (None, d.DEVICE) or options.out != options.folder / "report":
+    if options.out != options.folder / "report":
         return options.out
-    return options.folder / f"report-{slug(device)}"
+    return experiment_devices.report_folder(options.folder, device)

@@ -269,12 +269,9 @@ def recorded_runs(plan: Plan, db: Path) -> list[Run]:
 
 def this_gpu(named: str | None) -> str:
     """The GPU this machine records on; `named` (`--device`), where given, must be it."""
-    from autotune.device import device_name
+    from autotune.experiment_devices import recording_gpu
 
-    found = device_name(0)
-    if named is not None and named != found:
-        raise UserError(f"--device {named!r}: this machine's GPU is {found!r}")
-    return found
+    return recording_gpu(named)
 
 
 def verdict_gate(plan: Plan, db: Path, runs: Sequence[Run], skip_met: bool = False) -> VerdictGate:

@@ -10,6 +10,7 @@ own seeds or a grid point; its `heuristics` record says why the rule declined wh
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from autotune.databases import SHIPPED_DB, open_for_reading
 from autotune.cache import Cache
 from autotune.experiment import experiment_tags
+from autotune.experiment_devices import device_to_read
 from autotune.fixed_list import is_finished
 from autotune.strategies.fixed import LABEL_JOIN
 from autotune.types import Result
@@ -70,17 +72,23 @@ class CellResult:
         return other_ms / self.seed.ms
 
 
-def study_sessions(db: Path, dtype: str) -> dict[str, dict[str, Any]]:
-    """Cell name -> the latest finished study session."""
+def study_sessions(db: Path, dtype: str, device: str | None = None) -> dict[str, dict[str, Any]]:
+    """Cell name -> the latest finished study session (on `device`; None: on any)."""
     cache = open_for_reading(db)
     try:
-        return _study_sessions(cache, dtype)
+        return _study_sessions(cache, dtype, device)
     finally:
         cache.close()
 
 
-def _study_sessions(cache: Cache, dtype: str) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
+def _study_sessions(cache: Cache, dtype: str, device: str | None = None) -> dict[str, dict[str, Any]]:
+    return {experiment_tags(session["options"]).get("cell", "?"): session
+            for session in _finished(cache, dtype) if device is None or session["device"] == device}
+
+
+def _finished(cache: Cache, dtype: str) -> list[dict[str, Any]]:
+    """The study's finished sessions of `dtype` (or of every dtype), on every device, in session order."""
+    found = []
     for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
         tags = experiment_tags(session["options"])
         if tags.get("study") != d.STUDY or session["mode"] != "gpu":
@@ -89,17 +97,21 @@ def _study_sessions(cache: Cache, dtype: str) -> dict[str, dict[str, Any]]:
             continue
         if not is_finished(session) or session["evaluations"] == 0:
             continue  # cut short (it is resumed, not reported), or nothing measured to report
-        found[tags.get("cell", "?")] = session
+        found.append(session)
     return found
 
 
 def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = (),
-               shipped: Path | None = SHIPPED_DB) -> list[CellResult]:
+               shipped: Path | None = SHIPPED_DB, device: str | None = None) -> list[CellResult]:
     """Every recorded cell, the study's in its order first, then any other cell a session was
-    tagged with (e.g. one since dropped from the definition) in the order it was recorded."""
+    tagged with (e.g. one since dropped from the definition) in the order it was recorded; from
+    one GPU's sessions: `device`, else the only one recorded, else the shipped data's."""
     cache = open_for_reading(db, shipped)
     try:
-        sessions = _study_sessions(cache, dtype)
+        recorded = Counter(session["device"] for session in _finished(cache, dtype))
+        if recorded:
+            device = device_to_read(recorded, device, study=d.STUDY)
+        sessions = _study_sessions(cache, dtype, device)
         pairs = [(_cell(session), session) for session in sessions.values()]
         order = {cell.name: index for index, cell in enumerate(d.CELLS)}
         pairs.sort(key=lambda pair: (order.get(pair[0].name, len(order)), pair[1]["id"]))

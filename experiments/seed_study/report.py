@@ -23,7 +23,7 @@ HELION_SEED_NOTE = ("seed/Helion's own seed is '-': no session evaluated a confi
 
 def report(options: ExperimentOptions, console: Any) -> Path:
     selected = select_cells(options)  # refuses a dtype or shapes the study does not have
-    results = load_study(options.db, options.dtype, options.shapes, options.shipped)
+    results = load_study(options.db, options.dtype, options.shapes, options.shipped, options.device)
     if not results:
         at = f" at {','.join(options.shapes)}" if options.shapes else ""
         raise UserError(f"{options.db} holds no finished {d.STUDY} session for {options.dtype}{at}: run `autotune "

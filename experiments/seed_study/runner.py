@@ -115,13 +115,14 @@ def plan(options: ExperimentOptions) -> list[CellJob]:
     return [CellJob(cell, options.budget) for cell in select_cells(options)]
 
 
-def recorded_cells(db: Path, dtype: str) -> set[str]:
-    """Names of the cells the database already holds a finished study session for."""
+def recorded_cells(db: Path, dtype: str, device: str | None = None) -> set[str]:
+    """Names of the cells the database already holds a finished study session for, on `device`
+    (the GPU recording now; None: on any)."""
     from .data import study_sessions
 
     if not db.exists():
         return set()
-    return set(study_sessions(db, dtype))
+    return set(study_sessions(db, dtype, device))
 
 
 def send_by_value() -> None:
@@ -135,6 +136,7 @@ def send_by_value() -> None:
 
 
 def run(options: ExperimentOptions, console: Any) -> None:
+    from autotune.experiment_devices import recording_gpu
     from autotune.tuning import gpu_available
 
     jobs = plan(options)  # refuses unknown dtypes and shapes before anything else
@@ -142,7 +144,7 @@ def run(options: ExperimentOptions, console: Any) -> None:
         raise UserError("experiment run measures on a GPU and this machine has none; `autotune experiment report "
                         f"{options.folder} --dtype {options.dtype}` regenerates the report from {options.db}")
     if not options.again:
-        done = recorded_cells(options.db, options.dtype)
+        done = recorded_cells(options.db, options.dtype, recording_gpu())
         skipped = [job for job in jobs if job.name in done]
         jobs = [job for job in jobs if job.name not in done]
         if skipped:

@@ -14,6 +14,7 @@ from typing import Any
 from autotune.databases import SHIPPED_DB, open_for_reading
 from autotune.cache import Cache, EvaluationRow
 from autotune.experiment import experiment_tags
+from autotune.experiment_devices import device_to_read
 from autotune.history import default_row, timeline
 from autotune.session import GenerationSummary
 from autotune.types import Result
@@ -127,35 +128,49 @@ class ShapeResult:
         return min(tuned, key=lambda r: r.median_ms) if tuned else None
 
 
-def study_sessions(db: Path, dtype: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """(shape, method) -> the latest finished study session."""
+def study_sessions(db: Path, dtype: str, device: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(shape, method) -> the latest finished study session (on `device`; None: on any)."""
     cache = open_for_reading(db)
     try:
-        return _study_sessions(cache, dtype)
+        return _study_sessions(cache, dtype, device)
     finally:
         cache.close()
 
 
-def _study_sessions(cache: Cache, dtype: str) -> dict[tuple[str, str], dict[str, Any]]:
+def _study_sessions(cache: Cache, dtype: str, device: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     found: dict[tuple[str, str], dict[str, Any]] = {}
+    for session in _finished(cache, dtype):
+        if device is None or session["device"] == device:
+            method = experiment_tags(session["options"]).get("method", "?")
+            found["x".join(map(str, session["shape"])), method] = session
+    return found
+
+
+def _finished(cache: Cache, dtype: str) -> list[dict[str, Any]]:
+    """The study's finished sessions of `dtype`, on every device, in session order."""
+    found = []
     for session in sorted(cache.sessions(limit=1_000_000), key=lambda s: s["id"]):
         tags = experiment_tags(session["options"])
         if tags.get("study") != d.STUDY or session["dtype"] != dtype or session["mode"] != "gpu":
             continue
         if session["ended"] is None or session["evaluations"] == 0:
             continue  # killed before it measured anything to report
-        found["x".join(map(str, session["shape"])), tags.get("method", "?")] = session
+        found.append(session)
     return found
 
 
 def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = (),
-               shipped: Path | None = SHIPPED_DB) -> list[ShapeResult]:
-    """Every shape of the study that has data, in the study's order."""
+               shipped: Path | None = SHIPPED_DB, device: str | None = None) -> list[ShapeResult]:
+    """Every shape of the study that has data, in the study's order, from one GPU's sessions:
+    `device`, else the only one recorded, else the shipped data's (experiment_devices)."""
     from autotune.kernels import DTYPES, get_kernel
 
     cache = open_for_reading(db, shipped)
     try:
-        sessions = _study_sessions(cache, dtype)
+        recorded = Counter(session["device"] for session in _finished(cache, dtype))
+        if recorded:
+            device = device_to_read(recorded, device, study=d.STUDY)
+        sessions = _study_sessions(cache, dtype, device)
         results = []
         for shape in shapes or d.SHAPES:
             here = {method: s for (s_shape, method), s in sessions.items() if s_shape == shape}

@@ -27,7 +27,7 @@ EARLIER_SOURCE_NOTE = (f"{EARLIER_SOURCE_MARK.strip()} measured on an earlier ve
 
 
 def report(options: ExperimentOptions, console: Any) -> Path:
-    results = load_study(options.db, options.dtype, options.shapes, options.shipped)
+    results = load_study(options.db, options.dtype, options.shapes, options.shipped, options.device)
     if not results:
         raise UserError(f"{options.db} holds no {d.STUDY} sessions for {options.dtype}: run `autotune experiment run "
                         f"{options.folder} --dtype {options.dtype}` on a GPU machine first")

@@ -117,16 +117,18 @@ def plan(options: ExperimentOptions) -> list[Any]:
     return [job for job in jobs if not options.methods or job.method in options.methods]
 
 
-def recorded_jobs(db: Path, dtype: str) -> set[tuple[str, str]]:
-    """(shape, method) pairs the database already holds a finished study session for."""
+def recorded_jobs(db: Path, dtype: str, device: str | None = None) -> set[tuple[str, str]]:
+    """(shape, method) pairs the database already holds a finished study session for, on
+    `device` (the GPU recording now; None: on any)."""
     from .data import study_sessions
 
     if not db.exists():
         return set()
-    return {(shape, method) for (shape, method) in study_sessions(db, dtype)}
+    return {(shape, method) for (shape, method) in study_sessions(db, dtype, device)}
 
 
 def run(options: ExperimentOptions, console: Any) -> None:
+    from autotune.experiment_devices import recording_gpu
     from autotune.tuning import gpu_available
 
     jobs = plan(options)  # refuses unknown shapes before anything else
@@ -134,7 +136,7 @@ def run(options: ExperimentOptions, console: Any) -> None:
         raise UserError("experiment run measures on a GPU and this machine has none; `autotune experiment report "
                         f"{options.folder}` regenerates the report from {options.db}")
     if not options.again:
-        done = recorded_jobs(options.db, options.dtype)
+        done = recorded_jobs(options.db, options.dtype, recording_gpu())
         skipped = [job for job in jobs if (job.shape, job.method) in done]
         jobs = [job for job in jobs if (job.shape, job.method) not in done]
         if skipped:
