@@ -74,9 +74,9 @@ def test_the_runner_plans_limits_and_skips_by_the_gpus_own_runs(two_gpus):
 
 def test_the_runner_refuses_a_device_other_than_its_gpu(monkeypatch):
     monkeypatch.setattr("autotune.device.device_name", lambda index=0: OTHER)
-    assert runner.this_gpu(None) == OTHER == runner.this_gpu(OTHER)
+    assert runner.recording_gpu(None) == OTHER == runner.recording_gpu(OTHER)
     with pytest.raises(UserError, match="this machine's GPU is 'NVIDIA H200'"):
-        runner.this_gpu(d.DEVICE)
+        runner.recording_gpu(d.DEVICE)
 
 
 @pytest.mark.parametrize("recorded, wanted, read", [

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from autotune.databases import open_for_reading
 from autotune import experiment_devices
+from autotune.databases import open_for_reading
 from autotune.experiment import ExperimentOptions
 
 from . import definition as d
@@ -48,7 +48,6 @@ def device_lines(device: str | None, recorded: Counter[str]) -> list[str]:
         line += (" The study's sessions on " + ", ".join(others) + " are reported apart "
                  "(`python -m experiments.heldout.report --device NAME`).")
     return [line, ""]
-
 
 
 def report_folder(options: ExperimentOptions, device: str | None) -> Path:

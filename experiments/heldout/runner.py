@@ -31,6 +31,7 @@ from autotune.errors import UserError
 from autotune.evaluators.compile_ahead import COMPILE_AHEAD
 from autotune.evaluators.generated_module import BUILD_FROM_WORKER
 from autotune.experiment import DeadlineReached, ExperimentOptions, execute_jobs
+from autotune.experiment_devices import recording_gpu
 
 from . import definition as d
 from .definition import Problem
@@ -231,7 +232,7 @@ def execute(plan: Plan, options: ExperimentOptions, console: Any, until_missed: 
     if not gpu_available():
         raise UserError("the held-out experiment measures on a GPU and this machine has none; "
                         f"`python -m experiments.heldout.report --db {options.db}` regenerates the report")
-    plan = replace(plan, device=this_gpu(plan.device))
+    plan = replace(plan, device=recording_gpu(plan.device))
     with without_study(plan.shipped) as seed_data:
         import helion  # noqa: F401 - imported once here, so no job's time counts the imports
         import torch  # noqa: F401
@@ -266,12 +267,6 @@ def recorded_runs(plan: Plan, db: Path) -> list[Run]:
     nothing_recorded = not db.exists() and (plan.shipped is None or not plan.shipped.exists())
     return [] if nothing_recorded else load_runs(db, plan.shipped, plan.device)
 
-
-def this_gpu(named: str | None) -> str:
-    """The GPU this machine records on; `named` (`--device`), where given, must be it."""
-    from autotune.experiment_devices import recording_gpu
-
-    return recording_gpu(named)
 
 
 def verdict_gate(plan: Plan, db: Path, runs: Sequence[Run], skip_met: bool = False) -> VerdictGate:
@@ -452,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         if plan.device is None:  # without a GPU: the device the recorded runs name, as the report reads them
             recorded = study_devices(args.db, shipped)
-            plan = replace(plan, device=this_gpu(None) if gpu_available() else
+            plan = replace(plan, device=recording_gpu(None) if gpu_available() else
                            device_to_read(recorded, None) if recorded else d.DEVICE)
         console.print(f"runs recorded on {plan.device} count")
         with without_study(shipped) as seed_data:
