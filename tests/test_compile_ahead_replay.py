@@ -50,3 +50,41 @@ def test_a_rerun_pairs_each_guess_with_the_generation_after_it(helion_task, tmp_
     text = replay.report([reading], "random", path)
     assert f"the guesses named {reading.named} of the {reading.next_configs} configs" in text
     assert "| 100% | 100% | 0 |" in text
+
+
+def test_one_gpus_runs_are_read(tmp_path, capsys):
+    """A moment's window depends on its GPU's speed, so the reading takes one GPU's runs: the one
+    named, or refuses in one line where two GPUs recorded runs and neither is the shipped data's."""
+    import sqlite3
+
+    import torch
+
+    from autotune.cache import Cache
+    from autotune.kernels import get_kernel
+    from autotune.task import bind_live
+    from heldout_records import SOFTMAX, costs_for, record_run
+
+    path = tmp_path / "two.db"
+    cache = Cache.open(path, create=True)
+    task = bind_live(get_kernel(SOFTMAX.kernel), SOFTMAX.dims, torch.float16, "cpu")
+    for seed in (1, 2):
+        record_run(cache, task, arm="cold", strategy="pattern", seed=seed, setup_s=1.0, costs=costs_for(task, []),
+                   worker_built=True)
+    cache.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE sessions SET device = 'NVIDIA H200' WHERE id = (SELECT MAX(id) FROM sessions)")
+    conn.close()
+    cache = open_for_reading(path)
+    try:
+        on_cpu, on_other = (replay.worker_built_runs(cache, "pattern", device=d) for d in ("cpu", "NVIDIA H200"))
+        assert len(on_cpu) == len(on_other) == 1 and on_cpu[0]["id"] < on_other[0]["id"]
+        assert len(replay.worker_built_runs(cache, "pattern")) == 2
+    finally:
+        cache.close()
+    with pytest.raises(SystemExit) as refused:
+        replay.main(["--db", str(path), "--strategy", "pattern", "--out", str(tmp_path / "r.md")])
+    assert refused.value.code == 2 and "several devices" in capsys.readouterr().err
+    assert not (tmp_path / "r.md").exists()
+    replay.main(["--db", str(path), "--strategy", "pattern", "--out", str(tmp_path / "r.md"), "--device", "NVIDIA H200"])
+    text = (tmp_path / "r.md").read_text()
+    assert "recorded runs on NVIDIA H200" in text and "1/1: session" in capsys.readouterr().out
