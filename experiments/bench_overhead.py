@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from autotune.evaluators.timing_target import SEARCH_TARGET_MS
-from experiments.session_pairs import (latest, pair_parser, quartiles, random_search, random_sessions, run_pair,
-                                      wall_s, write_report)
+from experiments.session_pairs import (latest, pair_device, pair_parser, quartiles, random_search, random_sessions,
+                                      run_pair, wall_s, write_report)
 
 
 class Variant(NamedTuple):
@@ -76,9 +76,9 @@ VARIANTS = (Variant("build on request, 250 ms", False, 250.0), Variant("build ah
                     f"{SEARCH_TARGET_MS:g} ms", True, SEARCH_TARGET_MS, from_worker=True, compile_ahead=True))
 
 
-def report(db: Path, problem: tuple[str, str, str] | None = None) -> str:
-    """The report from `db`'s own sessions (at `problem`, where given: kernel, shape, dtype)."""
-    sessions, rows = random_sessions(db, problem)
+def report(db: Path, problem: tuple[str, str, str] | None = None, device: str | None = None) -> str:
+    """The report from `db`'s own sessions (at `problem`, where given: kernel, shape, dtype) on one GPU."""
+    sessions, rows = random_sessions(db, problem, device)
     found = [(v, latest(s for s in sessions if v.matches(s))) for v in VARIANTS if any(v.matches(s) for s in sessions)]
     if not found:
         at = f" at {' '.join(problem)}" if problem else ""
@@ -145,7 +145,7 @@ def main() -> None:
     if not args.report:
         run_pair(args.db, [*random_search(args), "--compile-timeout", "20"], [v.arguments() for v in chosen],
                  [v.environment() for v in chosen])
-    write_report(report(args.db, (args.kernel, args.shape, args.dtype)), args.out)
+    write_report(report(args.db, (args.kernel, args.shape, args.dtype), pair_device(args)), args.out)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,12 @@ import math
 from pathlib import Path
 
 from autotune.types import Status
-from experiments.session_pairs import (latest, pair_parser, random_search, random_sessions, run_pair, wall_s,
-                                      write_report)
+from experiments.session_pairs import (latest, pair_device, pair_parser, random_search, random_sessions, run_pair,
+                                      wall_s, write_report)
 
 
-def report(db: Path) -> str:
-    sessions, rows = random_sessions(db)
+def report(db: Path, device: str | None = None) -> str:
+    sessions, rows = random_sessions(db, device=device)
     tight = latest(s for s in sessions if s["options"].get("compile_timeout_factor") not in (None, math.inf))
     fixed = latest(s for s in sessions if s["options"].get("compile_timeout_factor", 0) is None)
     lines = [f"# Tightening the compile limit: {tight['kernel']} {'x'.join(map(str, tight['shape']))} {tight['dtype']}",
@@ -74,7 +74,7 @@ def main() -> None:
     if not args.report:
         variants = {"tight": ["--compile-timeout-factor", "10"], "fixed": ["--compile-timeout-factor", "inf"]}
         run_pair(args.db, random_search(args), [v for name, v in variants.items() if args.only in (None, name)])
-    write_report(report(args.db), args.out)
+    write_report(report(args.db, pair_device(args)), args.out)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ def pair_parser(doc: str, *, budget: int, seed: int, report: str) -> argparse.Ar
     parser.add_argument("--budget", type=int, default=budget)
     parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--report", action="store_true", help="only write the report from --db")
+    parser.add_argument("--device", default=None,
+                        help="the GPU whose sessions are compared, as sessions name it (default: this machine's "
+                             "when it runs the pair; with --report, the only one recorded, or the shipped data's "
+                             "among several)")
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "reports" / report)
     return parser
 
@@ -59,17 +63,38 @@ def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]],
             subprocess.run(command, check=True, cwd=REPO, env={**os.environ, **extra})
 
 
-def random_sessions(db: Path, problem: tuple[str, str, str] | None = None
+def pair_device(args: argparse.Namespace) -> str | None:
+    """The GPU whose sessions a pair's report compares: `--device`, else this machine's when it
+    has just run the pair, else None (the data decides: `random_sessions`)."""
+    from autotune.experiment_devices import recording_gpu
+
+    return args.device or (None if args.report else recording_gpu())
+
+
+def random_sessions(db: Path, problem: tuple[str, str, str] | None = None, device: str | None = None
                     ) -> tuple[list[dict[str, Any]], dict[int, list[Any]]]:
     """The random-search sessions of `db` alone (not the shipped data beside it: a pair is
     compared within the database it was run into), oldest first, and their evaluations (not the
-    final re-timing); with `problem` (kernel, shape as '4096x32000', dtype), only those at it."""
+    final re-timing); with `problem` (kernel, shape as '4096x32000', dtype), only those at it.
+    Those of one GPU: `device`, else the only one recorded, else the shipped data's (a pair's
+    times compare only on one GPU)."""
+    from collections import Counter
+
     from autotune.databases import open_for_reading
+    from autotune.errors import UserError
+    from autotune.experiment_devices import device_to_read
 
     cache = open_for_reading(db, shipped=None)
     try:
         sessions = [s for s in reversed(cache.sessions(limit=cache.session_count()))
                     if s["strategy"] == "random" and (problem is None or problem_of(s) == problem)]
+        recorded = Counter(s["device"] for s in sessions)
+        if recorded:
+            try:
+                device = device_to_read(recorded, device, study="random-search")
+            except UserError as error:
+                raise SystemExit(f"{db}: {error}") from None
+            sessions = [s for s in sessions if s["device"] == device]
         rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in sessions}
     finally:
         cache.close()

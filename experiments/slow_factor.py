@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from autotune.evaluators.timing import TimingOptions
-from experiments.session_pairs import (latest, pair_parser, quartiles, random_search, random_sessions, run_pair,
-                                      wall_s, write_report)
+from experiments.session_pairs import (latest, pair_device, pair_parser, quartiles, random_search, random_sessions,
+                                      run_pair, wall_s, write_report)
 
 ESTIMATE_REPS = TimingOptions().estimate_reps  # a config cut short has this many samples
 
 
-def report(db: Path) -> str:
-    sessions, rows = random_sessions(db)
+def report(db: Path, device: str | None = None) -> str:
+    sessions, rows = random_sessions(db, device=device)
     full = latest(s for s in sessions if s["options"].get("slow_factor", 0) is None)
     cut = latest(s for s in sessions if s["options"].get("slow_factor") not in (None, math.inf))
     lines = [f"# Timing slow configs from their estimate: {full['kernel']} {'x'.join(map(str, full['shape']))} "
@@ -87,7 +87,7 @@ def main() -> None:
         common = [*random_search(args), "--generation-size", str(args.generation_size),
                   "--compile-timeout", str(args.compile_timeout)]
         run_pair(args.db, common, [["--slow-factor", "inf"], ["--slow-factor", "3"]])
-    write_report(report(args.db), args.out)
+    write_report(report(args.db, pair_device(args)), args.out)
 
 
 if __name__ == "__main__":

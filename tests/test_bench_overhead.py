@@ -176,3 +176,27 @@ def test_the_compile_caches_state_reads_the_caches_workers_would_use(tmp_path, m
     (tmp_path / "home" / ".triton" / "cache").mkdir(parents=True)
     (tmp_path / "home" / ".triton" / "cache" / "k.cubin").write_bytes(b"")
     assert compile_caches_state({}) == "warm"
+
+
+def test_a_pair_is_compared_on_one_gpu(triton_task, tmp_path):
+    """The same variant recorded later on another GPU does not stand in for this GPU's: each
+    GPU's report pairs its own sessions, and a database of two GPUs, neither the shipped data's,
+    is refused in one line without a device named."""
+    import sqlite3
+
+    _, _, short, loaded, _ = bench_overhead.VARIANTS
+    db = tmp_path / "pair.db"
+    for variant, bench_s in ((short, 0.1), (loaded, 0.04), (loaded, 0.4)):
+        _session(db, triton_task, {"build_ahead": True, "timing_target_ms": variant.timing_ms,
+                                   "build_from_worker": variant.from_worker}, CostedEvaluator(bench_s))
+    with sqlite3.connect(db) as conn:  # the last session, as if measured on another card
+        conn.execute("UPDATE sessions SET device = 'NVIDIA H200' WHERE id = (SELECT MAX(id) FROM sessions)")
+    conn.close()
+    with pytest.raises(SystemExit, match="several devices"):
+        bench_overhead.report(db)
+    here = _rows(bench_overhead.report(db, device="cpu"))
+    assert list(here) == [short.name, loaded.name]
+    assert float(here[loaded.name][5]) == pytest.approx((BUDGET + 1) * 0.04, abs=0.05)  # this GPU's, not the later
+    other = bench_overhead.report(db, device="NVIDIA H200")
+    assert list(_rows(other)) == [loaded.name] and "Device: NVIDIA H200" in other
+    assert [s["device"] for s in random_sessions(db, device="cpu")[0]] == ["cpu", "cpu"]
