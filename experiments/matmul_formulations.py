@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from autotune.errors import UserError
+
 REPORTS = Path(__file__).parent / "reports"
 NAME = "matmul_formulations"
 NEAR = 0.05  # the pick is "within 5%" of the best when pick_ms <= (1 + NEAR) * best_ms
@@ -153,12 +155,13 @@ def by_source(cache: Any, sessions: list[Session]) -> tuple[list[Session], list[
     return current, older
 
 
-def is_recorded(cache: Any, cell: Cell, formulation: str) -> bool:
+def is_recorded(cache: Any, cell: Cell, formulation: str, gpu: str | None = None) -> bool:
     """A finished GPU session of the cell in that formulation, of the kernel's current source, exists
-    (what a continued run skips)."""
+    on `gpu` (None: on any; what a continued run skips)."""
     from autotune.fixed_list import is_finished
 
-    sessions, _ = by_source(cache, cell_sessions(cache, cell, formulation))
+    sessions, _ = by_source(cache, [s for s in cell_sessions(cache, cell, formulation)
+                                    if gpu is None or s["device"] == gpu])
     return any(is_finished(s) and s["evaluations"] > 0 for s in sessions)
 
 
@@ -200,6 +203,7 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
               say: Callable[[str], None] = print) -> dict[str, Any]:
     """The cell's missing sessions, each one `autotune.tune` call; returns what was run or skipped."""
     from autotune.databases import open_for_writing
+    from autotune.experiment_devices import recording_gpu
     from heuristics.device import current_device
     from heuristics.matmul_formulation import epilogue_writes_rows, split_seed, tiled_seed
 
@@ -208,7 +212,8 @@ def tune_cell(cell: Cell, args: argparse.Namespace, tune: Callable[..., Any] | N
     tune = tune or autotune.tune
     journal = open_for_writing(args.db, args.shipped)
     try:
-        done = {f: is_recorded(journal, cell, f) for f in FORMULATIONS}
+        gpu = recording_gpu()  # only this GPU's sessions are skipped: another GPU's times are not its
+        done = {f: is_recorded(journal, cell, f, gpu) for f in FORMULATIONS}
     finally:
         journal.close()
     measured = getattr(args, "formulations", MEASURED)
@@ -317,21 +322,33 @@ def _ratio(slow: float | None, fast: float | None) -> float | None:
 
 
 def report(db: Path, shipped: Path | None, out_dir: Path = REPORTS, cells: Sequence[Cell] | None = None,
-           device: Any = None) -> dict[str, Any]:
-    """Regenerate the JSON and Markdown reports from the recorded sessions (no GPU needed)."""
+           device: Any = None, gpu: str | None = None) -> dict[str, Any]:
+    """Regenerate the JSON and Markdown reports from the recorded sessions (no GPU needed): one
+    GPU's, `gpu`, else the only one recorded, else the shipped data's.  `device`: the limits the
+    formulation rule is judged with (the H100's by default)."""
+    from collections import Counter
+
     from autotune.databases import open_for_reading
+    from autotune.experiment_devices import device_to_read
     from heuristics.device import H100
 
+    chosen = list(cells if cells is not None else all_cells())
     cache = open_for_reading(db, shipped)
     try:
         recorded = cache.sessions(limit=1_000_000)
-        rows = [cell_row(cache, cell, device or H100, recorded)
-                for cell in (cells if cells is not None else all_cells())]
+        ours = Counter(s["device"] for cell in chosen for f in FORMULATIONS
+                       for s in cell_sessions(cache, cell, f, recorded))
+        if ours:
+            gpu = device_to_read(ours, gpu, study=NAME)
+            recorded = [s for s in recorded if s["device"] == gpu]
+        rows = [cell_row(cache, cell, device or H100, recorded) for cell in chosen]
     finally:
         cache.close()
+    from experiments.matmul_formulations_markdown import markdown
+
     summary = _summary(rows)
     data = {"name": NAME, "db": str(db), "shipped": str(shipped) if shipped else None, "near": NEAR,
-            "summary": summary, "cells": rows}
+            "gpu": gpu, "summary": summary, "cells": rows}
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{NAME}.json").write_text(json.dumps(data, indent=1) + "\n")
     (out_dir / f"{NAME}.md").write_text(markdown(data))
@@ -368,100 +385,6 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def _ms(value: float | None) -> str:
-    return f"{value:.4f}" if value is not None else "-"
-
-
-def _x(value: float | None) -> str:
-    return f"{value:.2f}x" if value is not None else "-"
-
-
-def _counts(per_source: dict[str, list[int]]) -> str:
-    return "; ".join(f"{hit} of {of} {source} cells" for source, (hit, of) in per_source.items())
-
-
-def _yes(value: bool | None) -> str:
-    return {True: "yes", False: "**no**", None: "-"}[value]
-
-
-def markdown(data: dict[str, Any]) -> str:
-    s = data["summary"]
-    pct = int(NEAR * 100)
-    lines = [
-        "# Matmul + epilogue: resident (Helion), N-tiled (Triton) and split (library GEMM + Triton row pass)",
-        "",
-        f"Generated by `python -m experiments.matmul_formulations --report-only --db {data['db']}` from the "
-        "recorded sessions (the shipped cache.db read beside it). Times are the best accurate median (ms) over the "
-        "GPU sessions of the formulation's kernel at the cell; torch.compile is the sessions' own baseline row; "
-        "speed-ups are torch.compile's time over ours (above 1: ours is faster). The split formulation runs the "
-        "same library GEMM as torch.compile's plan and tunes only the row pass after it. The pick is "
-        "`heuristics.matmul_formulation`'s; 'pick within 5%' is judged where the picked formulation and at least "
-        "one other are recorded. Times are from sessions of the kernels' current source; the older-source column "
-        "shows sessions measured with an earlier source of the tiled kernel, not counted in the comparison. "
-        "torch.compile is timed once per session, and a formulation's best is the fastest of many timings: "
-        "`repeat spread` is the largest ratio between one config's slowest and fastest timing within a session of "
-        "the best formulation, the noise that a ratio to torch.compile must clear to mean anything (large where "
-        "the GEMM keeps the tensor cores busy long enough for the clocks to move).",
-        "",
-        f"Cells: {s['cells']}; with a session of the current source: resident {s['with_resident']}, tiled "
-        f"{s['with_tiled']}, split {s['with_split']}; with a tiled session of an older source "
-        f"{s['tiled_older_cells']}.",
-        "",
-        f"* The family's best reaches 0.9x torch.compile in {_counts(s['family_at_09_of_compile'])}.",
-        f"* The picked formulation is within {pct}% of the best one in {s['pick_within_5pct']} of {s['judged']} "
-        f"judged cells: {_counts(s['pick_within_5pct_by_set'])}.",
-        f"* The rule's seed, in the picked formulation, is within {pct}% of the family's best in "
-        f"{_counts(s['pick_seed_within_5pct_of_best'])}.",
-    ]
-    for formulation in MEASURED:
-        lines.append(f"* The {formulation} kernel beats torch.compile in {s[formulation + '_beats_compile']} of "
-                     f"{s['with_' + formulation]} cells and reaches 0.9x of it in "
-                     f"{s[formulation + '_at_09_of_compile']} (geometric mean "
-                     f"{_x(s[formulation + '_geomean_speedup_vs_compile'])}).")
-    lines += [
-        f"* The rule's tiled seed is within {pct}% of the tiled kernel's best in {_counts(s['seed_within_5pct'])}.",
-        "",
-        "Which cells fitted what: the tiled seed's constants were fitted on the seed study and larger N cells, and "
-        "the rule check cells were declared before any was measured, to judge it. After their results had been "
-        "seen, the tiled seed took the wide N tile for 16-bit [M] epilogues, and after the first split sessions the "
-        "split rule (first declared, before any split session, for large 16-bit [M, N] products only) was revised "
-        "to split for fp32 cells and every 16-bit [M, N] epilogue: so every cell measured before is a fitting cell "
-        "for those revisions, and the rule check 2 cells, declared before both and before any measurement, are "
-        "their judges.",
-        "",
-        "The best of a formulation is over every recorded session of the current source at the cell (the sessions "
-        "columns). `pick seed ms` is the rule's seed for the picked formulation and `tiled seed ms` its tiled seed, "
-        "each as the formulation run gave it to its session (recorded there) and measured by those sessions; 'rule "
-        "changed' marks a cell where the rule's seed today differs from the one measured (the counts above are of "
-        "the seeds measured).",
-        "",
-        "| cell | from | pick | resident ms | tiled ms | tiled ms (older source) | split ms | torch.compile ms "
-        "| best vs compile | repeat spread | tiled vs compile | split vs compile | pick within 5% | pick seed ms "
-        "| pick seed within 5% of best | tiled seed ms | tiled seed within 5% of tiled best | tiled sessions "
-        "| split sessions |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | --- "
-        "| --- | --- |",
-    ]
-    for r in data["cells"]:
-        seed_within = _yes(r["seed_within_5pct"])
-        if r["seed_is_the_rules_now"] is False:
-            seed_within += " (rule changed)"
-        pick_within = _yes(r["pick_seed_within_5pct_of_best"])
-        if r["pick_seed_is_the_rules_now"] is False:
-            pick_within += " (rule changed)"
-        lines.append(f"| {r['cell']} | {r['source']} | {r['pick']} | {_ms(r['resident_ms'])} | {_ms(r['tiled_ms'])} "
-                     f"| {_ms(r['tiled_older_ms'])} | {_ms(r['split_ms'])} | {_ms(r['compile_ms'])} | "
-                     f"{_x(r['speedup_vs_compile'])} | {_x(r['repeat_spread'])} | {_x(r['tiled_speedup_vs_compile'])} | "
-                     f"{_x(r['split_speedup_vs_compile'])} | {_yes(r['pick_within_5pct'])} | "
-                     f"{_ms(r['pick_seed_ms'])} | {pick_within} | {_ms(r['seed_ms'])} | "
-                     f"{seed_within} | {', '.join(map(str, r['tiled_sessions'])) or '-'} | "
-                     f"{', '.join(map(str, r['split_sessions'])) or '-'} |")
-    lines += ["", "## Why the rule picked what it did", ""]
-    lines += [f"* {r['cell']}: {r['why']}" for r in data["cells"]]
-    return "\n".join(lines) + "\n"
-
-
-# -- command line -------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", type=Path, default=Path("formulations.db"), help="records here (default: %(default)s)")
@@ -481,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure cells whose session of the kernel's current source is recorded once more")
     parser.add_argument("--report-only", action="store_true", help="only regenerate the report from the database")
     parser.add_argument("--out", type=Path, default=REPORTS, help="where the report goes (default: %(default)s)")
+    parser.add_argument("--device", default=None,
+                        help="the GPU whose sessions to report, as sessions name it (default: this machine's after "
+                             "measuring; else the only one recorded, or the shipped data's among several)")
     args = parser.parse_args(argv)
     args.formulations = tuple(f.strip() for f in args.formulations.split(",") if f.strip())
     unknown = sorted(set(args.formulations) - set(MEASURED))
@@ -497,7 +423,13 @@ def main(argv: list[str] | None = None) -> int:
         args.db.parent.mkdir(parents=True, exist_ok=True)
         for cell in cells:
             tune_cell(cell, args)
-    data = report(args.db, args.shipped, args.out, cells if args.cells else None)
+    from autotune.experiment_devices import recording_gpu
+
+    try:  # after measuring, the GPU that measured
+        data = report(args.db, args.shipped, args.out, cells if args.cells else None,
+                      gpu=args.device or (None if args.report_only else recording_gpu()))
+    except UserError as error:
+        parser.error(str(error))
     print(json.dumps(data["summary"]))
     print(f"written {args.out / (NAME + '.md')} and {args.out / (NAME + '.json')}")
     return 0

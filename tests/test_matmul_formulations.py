@@ -369,3 +369,37 @@ def test_repeat_spread_is_the_widest_ratio_between_timings_of_one_config_in_a_se
     cache = SimpleNamespace(session_evaluations=lambda sid: rows[sid])
     assert repeat_spread(cache, [{"id": 1}, {"id": 2}]) == pytest.approx(1.1)
     assert repeat_spread(cache, [{"id": 2}]) is None  # nothing timed twice
+
+
+def test_the_report_and_the_runner_read_one_gpus_sessions(recorded, tmp_path):
+    """A cell measured on another GPU is neither a time of this GPU's report nor recorded for
+    this GPU's runner; a database of two GPUs, neither the shipped data's, needs one named."""
+    import shutil
+    import sqlite3
+
+    from autotune.databases import open_for_reading
+    from autotune.errors import UserError
+
+    mf = recorded.mf
+    db = tmp_path / "two.db"
+    shutil.copy(recorded.db, db)
+    moved = recorded.cells[1]  # its sessions, as if measured on another card
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE sessions SET device = 'NVIDIA H200' WHERE shape = ? AND dtype = ?",
+                     (json.dumps(list(moved.dims)), moved.dtype))
+    conn.close()
+    with pytest.raises(UserError, match="several devices"):
+        mf.report(db, None, tmp_path / "r", cells=recorded.cells)
+    here = mf.report(db, None, tmp_path / "r", cells=recorded.cells, gpu="cpu")
+    rows = {r["cell"]: r for r in here["cells"]}
+    assert rows[moved.name]["best_ms"] is None and rows[recorded.cells[0].name]["best_ms"] is not None
+    there = mf.report(db, None, tmp_path / "r", cells=recorded.cells, gpu="NVIDIA H200")
+    assert [r["cell"] for r in there["cells"] if r["best_ms"] is not None] == [moved.name]
+    text = (tmp_path / "r" / "matmul_formulations.md").read_text()
+    assert there["gpu"] == "NVIDIA H200" and "recorded sessions on NVIDIA H200" in text
+    cache = open_for_reading(db)
+    try:
+        assert all(mf.is_recorded(cache, moved, f, "NVIDIA H200") and not mf.is_recorded(cache, moved, f, "cpu")
+                   for f in mf.FORMULATIONS)
+    finally:
+        cache.close()
