@@ -10,8 +10,9 @@ chosen here.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Iterable, Mapping
 
 from autotune.errors import UserError
 
@@ -33,6 +34,17 @@ def device_to_read(recorded: Mapping[str, int], wanted: str | None, default: str
     if default in recorded:
         return default
     raise UserError(f"the {study} sessions were recorded on several devices ({named}): name one with --device")
+
+
+def on_one_device(sessions: Iterable[dict[str, Any]], wanted: str | None, default: str = SHIPPED_DEVICE,
+                  study: str = "study") -> tuple[str | None, list[dict[str, Any]]]:
+    """The device to read among the devices `sessions` were recorded on (`device_to_read`) and
+    those of the sessions recorded on it, in their order; (`wanted`, []) where there are none."""
+    sessions = list(sessions)
+    if not sessions:
+        return wanted, []
+    device = device_to_read(Counter(s["device"] for s in sessions), wanted, default, study)
+    return device, [s for s in sessions if s["device"] == device]
 
 
 def recording_gpu(named: str | None = None) -> str:

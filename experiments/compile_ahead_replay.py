@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections import Counter
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any, Iterator, Sequence
 from autotune.cache import Cache
 from autotune.errors import UserError
 from autotune.experiment import experiment_tags
-from autotune.experiment_devices import device_to_read
+from autotune.experiment_devices import on_one_device
 from autotune.simulation.rerun import rerun_session
 from autotune.types import Candidate, Result
 from experiments.heldout.data import study_sessions
@@ -231,10 +230,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not every:
             parser.error(f"{args.db}: no worker-built cold {args.strategy} run of the held-out study")
         try:
-            device = device_to_read(Counter(s["device"] for s in every), args.device, study=STUDY)
+            device, sessions = on_one_device(every, args.device, study=STUDY)
         except UserError as error:
             parser.error(str(error))
-        sessions = [session for session in every if session["device"] == device]
         readings = []
         for number, session in enumerate(sessions, 1):
             readings.append(read_run(cache, session))

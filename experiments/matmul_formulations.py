@@ -326,20 +326,17 @@ def report(db: Path, shipped: Path | None, out_dir: Path = REPORTS, cells: Seque
     """Regenerate the JSON and Markdown reports from the recorded sessions (no GPU needed): one
     GPU's, `gpu`, else the only one recorded, else the shipped data's.  `device`: the limits the
     formulation rule is judged with (the H100's by default)."""
-    from collections import Counter
-
     from autotune.databases import open_for_reading
-    from autotune.experiment_devices import device_to_read
+    from autotune.experiment_devices import on_one_device
     from heuristics.device import H100
 
     chosen = list(cells if cells is not None else all_cells())
     cache = open_for_reading(db, shipped)
     try:
         recorded = cache.sessions(limit=1_000_000)
-        ours = Counter(s["device"] for cell in chosen for f in FORMULATIONS
-                       for s in cell_sessions(cache, cell, f, recorded))
-        if ours:
-            gpu = device_to_read(ours, gpu, study=NAME)
+        ours = [s for cell in chosen for f in FORMULATIONS for s in cell_sessions(cache, cell, f, recorded)]
+        if ours:  # cell_row reads each cell's sessions from `recorded`: that GPU's alone
+            gpu, _ = on_one_device(ours, gpu, study=NAME)
             recorded = [s for s in recorded if s["device"] == gpu]
         rows = [cell_row(cache, cell, device or H100, recorded) for cell in chosen]
     finally:

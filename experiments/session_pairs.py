@@ -78,23 +78,18 @@ def random_sessions(db: Path, problem: tuple[str, str, str] | None = None, devic
     final re-timing); with `problem` (kernel, shape as '4096x32000', dtype), only those at it.
     Those of one GPU: `device`, else the only one recorded, else the shipped data's (a pair's
     times compare only on one GPU)."""
-    from collections import Counter
-
     from autotune.databases import open_for_reading
     from autotune.errors import UserError
-    from autotune.experiment_devices import device_to_read
+    from autotune.experiment_devices import on_one_device
 
     cache = open_for_reading(db, shipped=None)
     try:
         sessions = [s for s in reversed(cache.sessions(limit=cache.session_count()))
                     if s["strategy"] == "random" and (problem is None or problem_of(s) == problem)]
-        recorded = Counter(s["device"] for s in sessions)
-        if recorded:
-            try:
-                device = device_to_read(recorded, device, study="random-search")
-            except UserError as error:
-                raise SystemExit(f"{db}: {error}") from None
-            sessions = [s for s in sessions if s["device"] == device]
+        try:
+            _, sessions = on_one_device(sessions, device, study="random-search")
+        except UserError as error:
+            raise SystemExit(f"{db}: {error}") from None
         rows = {s["id"]: [r for r in cache.session_evaluations(s["id"]) if r.generation >= 0] for s in sessions}
     finally:
         cache.close()

@@ -10,15 +10,14 @@ own seeds or a grid point; its `heuristics` record says why the rule declined wh
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from autotune.databases import SHIPPED_DB, open_for_reading
 from autotune.cache import Cache
 from autotune.experiment import experiment_tags
-from autotune.experiment_devices import device_to_read
+from autotune.experiment_devices import on_one_device
 from autotune.fixed_list import is_finished
 from autotune.strategies.fixed import LABEL_JOIN
 from autotune.types import Result
@@ -82,8 +81,12 @@ def study_sessions(db: Path, dtype: str, device: str | None = None) -> dict[str,
 
 
 def _study_sessions(cache: Cache, dtype: str, device: str | None = None) -> dict[str, dict[str, Any]]:
-    return {experiment_tags(session["options"]).get("cell", "?"): session
-            for session in _finished(cache, dtype) if device is None or session["device"] == device}
+    return _latest_by_cell(s for s in _finished(cache, dtype) if device is None or s["device"] == device)
+
+
+def _latest_by_cell(sessions: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Cell name -> the last of `sessions` (in session order) of that cell."""
+    return {experiment_tags(s["options"]).get("cell", "?"): s for s in sessions}
 
 
 def _finished(cache: Cache, dtype: str) -> list[dict[str, Any]]:
@@ -108,10 +111,8 @@ def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = (),
     one GPU's sessions: `device`, else the only one recorded, else the shipped data's."""
     cache = open_for_reading(db, shipped)
     try:
-        recorded = Counter(session["device"] for session in _finished(cache, dtype))
-        if recorded:
-            device = device_to_read(recorded, device, study=d.STUDY)
-        sessions = _study_sessions(cache, dtype, device)
+        _, finished = on_one_device(_finished(cache, dtype), device, study=d.STUDY)
+        sessions = _latest_by_cell(finished)
         pairs = [(_cell(session), session) for session in sessions.values()]
         order = {cell.name: index for index, cell in enumerate(d.CELLS)}
         pairs.sort(key=lambda pair: (order.get(pair[0].name, len(order)), pair[1]["id"]))

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from autotune.databases import SHIPPED_DB, open_for_reading
 from autotune.cache import Cache, EvaluationRow
 from autotune.experiment import experiment_tags
-from autotune.experiment_devices import device_to_read
+from autotune.experiment_devices import on_one_device
 from autotune.history import default_row, timeline
 from autotune.session import GenerationSummary
 from autotune.types import Result
@@ -138,12 +138,12 @@ def study_sessions(db: Path, dtype: str, device: str | None = None) -> dict[tupl
 
 
 def _study_sessions(cache: Cache, dtype: str, device: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for session in _finished(cache, dtype):
-        if device is None or session["device"] == device:
-            method = experiment_tags(session["options"]).get("method", "?")
-            found["x".join(map(str, session["shape"])), method] = session
-    return found
+    return _latest_by_job(s for s in _finished(cache, dtype) if device is None or s["device"] == device)
+
+
+def _latest_by_job(sessions: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(shape, method) -> the last of `sessions` (in session order) of that job."""
+    return {("x".join(map(str, s["shape"])), experiment_tags(s["options"]).get("method", "?")): s for s in sessions}
 
 
 def _finished(cache: Cache, dtype: str) -> list[dict[str, Any]]:
@@ -167,10 +167,8 @@ def load_study(db: Path, dtype: str, shapes: tuple[str, ...] = (),
 
     cache = open_for_reading(db, shipped)
     try:
-        recorded = Counter(session["device"] for session in _finished(cache, dtype))
-        if recorded:
-            device = device_to_read(recorded, device, study=d.STUDY)
-        sessions = _study_sessions(cache, dtype, device)
+        _, finished = on_one_device(_finished(cache, dtype), device, study=d.STUDY)
+        sessions = _latest_by_job(finished)
         results = []
         for shape in shapes or d.SHAPES:
             here = {method: s for (s_shape, method), s in sessions.items() if s_shape == shape}
