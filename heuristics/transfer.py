@@ -48,11 +48,8 @@ def looped(native: Mapping[str, Any], facts: KernelFacts, from_shape: Sequence[i
     loops = list(native.get("reduction_loops") or [])
     changed = False
     for fact in facts.reductions:
-        found = _SLOT.match(fact.loop_slot or "")
-        if fact.residency != REDUCTION_LOOP or found is None or fact.extent is None:
-            continue
-        index = int(found.group(1))
-        if index >= len(loops) or loops[index] is not None:
+        index = _whole_row_slot(fact, loops)
+        if index is None:
             continue
         recorded = extent_at(fact.extent, from_shape, to_shape)
         if recorded is not None and next_pow2(fact.extent) > next_pow2(recorded):
@@ -82,17 +79,22 @@ def fitting_stages(stages: int, staged_bytes: int, smem_per_block: int) -> int:
 def whole_row_bytes(native: Mapping[str, Any], fact: ReductionFact) -> int | None:
     """The input one program loads whole for `fact` in `native` (its rows times the padded row,
     in bytes), or None where the row is looped or its size is not known."""
-    found = _SLOT.match(fact.loop_slot or "")
-    loops = list(native.get("reduction_loops") or [])
-    if fact.residency != REDUCTION_LOOP or found is None or fact.extent is None or not fact.input_itemsize:
-        return None
-    index = int(found.group(1))
-    if index >= len(loops) or loops[index] is not None:
+    if _whole_row_slot(fact, list(native.get("reduction_loops") or [])) is None or not fact.input_itemsize:
         return None
     block = _BLOCK.match(fact.row_slot or "")
     sizes = list(native.get("block_sizes") or [])
     rows = sizes[int(block.group(1))] if block and int(block.group(1)) < len(sizes) else 1
     return int(rows or 1) * next_pow2(fact.extent) * fact.input_itemsize
+
+
+def _whole_row_slot(fact: ReductionFact, loops: Sequence[Any]) -> int | None:
+    """The index of `fact`'s `reduction_loops` slot where the config reduces its whole row in one
+    chunk (the slot is None), or None: a looped row, no such slot, or an unknown extent."""
+    found = _SLOT.match(fact.loop_slot or "")
+    if fact.residency != REDUCTION_LOOP or found is None or fact.extent is None:
+        return None
+    index = int(found.group(1))
+    return index if index < len(loops) and loops[index] is None else None
 
 
 def extent_at(extent: int, from_shape: Sequence[int], to_shape: Sequence[int]) -> int | None:
