@@ -68,9 +68,9 @@ def run(args: argparse.Namespace, console: Any) -> int:
     experiment = load_experiment(args.folder)
     folder = Path(args.folder)
     device = getattr(args, "device", None)
+    out_for = (lambda device: Path(args.out) if args.out else report_folder(folder, device))  # noqa: E731
     options = ExperimentOptions(
-        folder=folder, db=Path(args.db), shipped=args.shipped,
-        out=Path(args.out) if args.out else report_folder(folder, device),
+        folder=folder, db=Path(args.db), shipped=args.shipped, out=out_for(device),
         dtype=args.dtype,
         shapes=_listed(args.shapes), methods=_listed(getattr(args, "methods", "")),
         budget=getattr(args, "budget", None), seconds=getattr(args, "seconds", None),
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace, console: Any) -> int:
             status = EXIT_DEADLINE
         if gpu_available():  # the report of a run reads the GPU it measured on
             device = recording_gpu()
-            options = replace(options, device=device, out=Path(args.out) if args.out else report_folder(folder, device))
+            options = replace(options, device=device, out=out_for(device))
     try:
         path = experiment.report(options, console)
     except UserError as nothing_to_report:

@@ -445,10 +445,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         from .devices import device_to_read, study_devices
 
-        if plan.device is None:  # without a GPU: the device the recorded runs name, as the report reads them
+        if plan.device is None and gpu_available():
+            plan = replace(plan, device=recording_gpu(None))
+        elif plan.device is None:  # without a GPU: the device the recorded runs name, as the report reads them
             recorded = study_devices(args.db, shipped)
-            plan = replace(plan, device=recording_gpu(None) if gpu_available() else
-                           device_to_read(recorded, None) if recorded else d.DEVICE)
+            plan = replace(plan, device=device_to_read(recorded, None) if recorded else d.DEVICE)
         console.print(f"runs recorded on {plan.device} count")
         with without_study(shipped) as seed_data:
             runs = recorded_runs(plan, args.db) if args.until_missed or args.until_decided else None
