@@ -67,3 +67,9 @@ def report_folder(folder: Path, device: str | None) -> Path:
     shipped data's GPU (or none named), FOLDER/report-<device> for another, so a report of a
     user's GPU never overwrites the shipped one."""
     return folder / ("report" if device in (None, SHIPPED_DEVICE) else f"report-{slug(device)}")
+
+
+def report_stem(name: str, device: str | None) -> str:
+    """A one-file report's name for `device`'s sessions: NAME for the shipped data's GPU (or none),
+    NAME-<device> for another, for the same reason as `report_folder`."""
+    return name if device in (None, SHIPPED_DEVICE) else f"{name}-{slug(device)}"
