@@ -57,6 +57,12 @@ def recording_gpu(named: str | None = None) -> str:
     return found
 
 
+def report_device(named: str | None, measured_here: bool) -> str | None:
+    """The GPU a report reads: `named` (a `--device`), else this machine's where the command has
+    just measured on it, else None (the data decides: `device_to_read`)."""
+    return named or (recording_gpu() if measured_here else None)
+
+
 def slug(device: str) -> str:
     """A folder name for a device's report: 'NVIDIA H200' -> 'nvidia-h200'."""
     return "-".join("".join(c if c.isalnum() else " " for c in device.lower()).split())
@@ -66,7 +72,7 @@ def report_folder(folder: Path, device: str | None) -> Path:
     """An experiment's default report folder for `device`'s sessions: FOLDER/report for the
     shipped data's GPU (or none named), FOLDER/report-<device> for another, so a report of a
     user's GPU never overwrites the shipped one."""
-    return folder / ("report" if device in (None, SHIPPED_DEVICE) else f"report-{slug(device)}")
+    return folder / report_stem("report", device)
 
 
 def report_stem(name: str, device: str | None) -> str:

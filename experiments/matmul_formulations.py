@@ -420,11 +420,11 @@ def main(argv: list[str] | None = None) -> int:
         args.db.parent.mkdir(parents=True, exist_ok=True)
         for cell in cells:
             tune_cell(cell, args)
-    from autotune.experiment_devices import recording_gpu
+    from autotune.experiment_devices import report_device
 
     try:  # after measuring, the GPU that measured
         data = report(args.db, args.shipped, args.out, cells if args.cells else None,
-                      gpu=args.device or (None if args.report_only else recording_gpu()))
+                      gpu=report_device(args.device, measured_here=not args.report_only))
     except UserError as error:
         parser.error(str(error))
     print(json.dumps(data["summary"]))

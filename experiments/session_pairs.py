@@ -66,9 +66,9 @@ def run_pair(db: Path, common: Sequence[str], variants: Sequence[Sequence[str]],
 def pair_device(args: argparse.Namespace) -> str | None:
     """The GPU whose sessions a pair's report compares: `--device`, else this machine's when it
     has just run the pair, else None (the data decides: `random_sessions`)."""
-    from autotune.experiment_devices import recording_gpu
+    from autotune.experiment_devices import report_device
 
-    return args.device or (None if args.report else recording_gpu())
+    return report_device(args.device, measured_here=not args.report)
 
 
 def random_sessions(db: Path, problem: tuple[str, str, str] | None = None, device: str | None = None

@@ -104,3 +104,15 @@ def test_compile_floor_reads_one_gpus_sessions(two_gpus, tmp_path, capsys):
         compile_floor.main(["--db", str(tmp_path / "missing.db"), "--out", str(out)])
     assert "no such database" in capsys.readouterr().err and not out.exists()
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_report_after_measuring_reads_the_gpu_that_measured(monkeypatch, tmp_path):
+    from autotune.experiment_devices import SHIPPED_DEVICE, report_device, report_folder, report_stem
+
+    monkeypatch.setattr("autotune.device.device_name", lambda index=0: "NVIDIA H200")
+    assert report_device(None, measured_here=True) == "NVIDIA H200"
+    assert report_device(None, measured_here=False) is None  # the data decides
+    assert report_device("NVIDIA H100 80GB HBM3", measured_here=True) == "NVIDIA H100 80GB HBM3"
+    assert report_stem("compile_floor", "NVIDIA H200") == "compile_floor-nvidia-h200"
+    assert report_folder(tmp_path, "NVIDIA H200") == tmp_path / "report-nvidia-h200"
+    assert report_folder(tmp_path, SHIPPED_DEVICE) == report_folder(tmp_path, None) == tmp_path / "report"

@@ -268,7 +268,6 @@ def recorded_runs(plan: Plan, db: Path) -> list[Run]:
     return [] if nothing_recorded else load_runs(db, plan.shipped, plan.device)
 
 
-
 def verdict_gate(plan: Plan, db: Path, runs: Sequence[Run], skip_met: bool = False) -> VerdictGate:
     """The series that have missed a time target at any of the study's shapes (not only the
     plan's: a series missed anywhere has missed), and with `skip_met` where each has met it, from
