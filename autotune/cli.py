@@ -267,7 +267,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    from autotune.export import export_config
+    from autotune.export import export_config, refuse_interpreted
     from autotune.history import session_best
 
     if not _is_session(args.session):
@@ -280,6 +280,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"cannot write {args.out}: its directory does not exist")
     cache = _open_existing(args)
     session = _session_or_fail(cache, args.session)
+    refuse_interpreted(session)
     best = session_best(cache, session["id"])
     if best is None:
         raise UserError(f"session {args.session} has no accurate measured config to export")

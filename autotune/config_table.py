@@ -1,13 +1,18 @@
 """A kernel's tuned configs for every recorded shape, usable without the database.
 
-`ConfigTable.from_db` gathers, for one kernel (same name and source text), the fastest
-accurate config measured on a GPU at each (shape, dtype); `save`/`load` keep it as JSON;
+`ConfigTable.from_db` gathers, for one kernel (same name and code), the fastest accurate config
+measured on each GPU at each (shape, dtype); sessions run through the Triton interpreter are
+accuracy checks, not timings, and are skipped.  `save`/`load` keep it as JSON, with the
+kernel's name and code identity (`code_hash`: a comment or reformatting keeps it) so that a
+table is never served to another kernel;
 `to_python` writes a module a Helion or Triton user imports with no dependency on this
 framework; `to_helion_aot` writes the heuristic file `@helion.aot_kernel` reads.
 
 `pick(shape, dtype)` is the shape -> config rule every form shares: the exact shape, else the
 nearest recorded shape of the same dtype and rank (distance: the sum of |log2| ratios of the
-extents), else nothing (the caller runs the compiler's default).
+extents), else nothing (the caller runs the compiler's default).  Given `devices`, only those
+GPUs' entries answer, in order: the exact shape on the first GPU that has it, else the
+nearest shape on the first GPU with any entry of the dtype and rank.
 """
 
 from __future__ import annotations
@@ -19,11 +24,28 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from autotune.errors import UserError
-from autotune.export import ExportError, literal
+from autotune.export import INTERPRETER_MODE, ExportError, literal
 from autotune.seeds import shape_distance  # the cache seed source's nearest shape: one measure for both
 
 FORMAT = "autotune-config-table/1"
 EXACT, NEAREST, DEFAULT = "exact", "nearest", "default"
+OTHER_SOURCE, INTERPRETED = "other source", "interpreter"  # why recorded spaces were left out
+
+
+class ConfigWarning(UserWarning):
+    """Run-time config choice is not what the user may assume (see the subclasses)."""
+
+
+class EmptyTableWarning(ConfigWarning):
+    """No tuned config can serve: every call runs the compiler's default config."""
+
+
+class SourceMismatchWarning(ConfigWarning):
+    """Configs were tuned for another version of the kernel's code and are not used."""
+
+
+class OtherGpuWarning(ConfigWarning):
+    """Configs measured on another GPU serve this one (a declared fallback)."""
 
 
 @dataclass(frozen=True)
@@ -44,14 +66,16 @@ class Pick:
     config: dict[str, Any] | None
     shape: tuple[int, ...] | None  # the recorded shape the config was tuned at
     distance: float = 0.0
+    device: str = ""  # the GPU the config was measured on
 
     def describe(self, kernel: str, shape: Sequence[int], dtype: str) -> str:
         at = "x".join(map(str, shape))
+        on = f" on {self.device}" if self.device else ""
         if self.how == EXACT:
-            return f"{kernel} {at} {dtype}: the config tuned at this shape"
+            return f"{kernel} {at} {dtype}: the config tuned at this shape{on}"
         if self.how == NEAREST:
             return (f"{kernel} {at} {dtype}: no config tuned at this shape; the one tuned at the nearest recorded "
-                    f"shape {'x'.join(map(str, self.shape or ()))}")
+                    f"shape {'x'.join(map(str, self.shape or ()))}{on}")
         return f"{kernel} {at} {dtype}: nothing recorded for {dtype} at this rank; the compiler's default config"
 
 
@@ -61,58 +85,100 @@ class ConfigTable:
     family: str
     source_hash: str
     entries: list[Entry] = field(default_factory=list)
+    code_hash: str = ""  # the kernel's code identity (search_spaces.fingerprint.code_hash); "" in older tables
+    origin: str = field(default="", compare=False)  # where it was read from, for messages
+    skipped: dict[str, int] = field(default_factory=dict, compare=False)  # recorded spaces left out, by reason
 
     # -- the rule ---------------------------------------------------------------------------
-    def pick(self, shape: Sequence[int], dtype: str, *, exclude: Sequence[Sequence[int]] = ()) -> Pick:
+    def pick(self, shape: Sequence[int], dtype: str, *, exclude: Sequence[Sequence[int]] = (),
+             devices: Sequence[str] | None = None) -> Pick:
         """The config for a call of `shape` and `dtype` (see the module docstring); `exclude`
-        leaves recorded shapes out (to judge the rule on shapes it was not given)."""
+        leaves recorded shapes out (to judge the rule on shapes it was not given); `devices`
+        names the GPUs whose entries may answer, most preferred first (None: every entry)."""
         shape = tuple(int(d) for d in shape)
         skip = {tuple(s) for s in exclude}
         same = [e for e in self.entries if e.dtype == dtype and e.shape not in skip]
-        for entry in same:
-            if entry.shape == shape:
-                return Pick(EXACT, dict(entry.config), entry.shape)
-        ranked = sorted((shape_distance(e.shape, shape), e.median_ms, i) for i, e in enumerate(same))
-        ranked = [r for r in ranked if math.isfinite(r[0])]
-        if ranked:
-            distance, _, index = ranked[0]
-            return Pick(NEAREST, dict(same[index].config), same[index].shape, distance)
+        pools = [same] if devices is None else [[e for e in same if e.device == d] for d in devices]
+        for pool in pools:
+            exact = sorted((e for e in pool if e.shape == shape), key=lambda e: e.median_ms)
+            if exact:
+                return Pick(EXACT, dict(exact[0].config), exact[0].shape, device=exact[0].device)
+        for pool in pools:
+            ranked = sorted((shape_distance(e.shape, shape), e.median_ms, i) for i, e in enumerate(pool))
+            ranked = [r for r in ranked if math.isfinite(r[0])]
+            if ranked:
+                distance, _, index = ranked[0]
+                return Pick(NEAREST, dict(pool[index].config), pool[index].shape, distance, pool[index].device)
         return Pick(DEFAULT, None, None)
+
+    def devices(self) -> list[str]:
+        """The GPUs the entries were measured on, most entries first."""
+        counts: dict[str, int] = {}
+        for e in self.entries:
+            counts[e.device] = counts.get(e.device, 0) + 1
+        return sorted(counts, key=lambda d: (-counts[d], d))
+
+    def skipped_note(self) -> str:
+        """What the table left out and why, for a message ("" when nothing was)."""
+        parts = []
+        if self.skipped.get(INTERPRETED):
+            parts.append(f"{self.skipped[INTERPRETED]} interpreter session(s): their times are not GPU timings")
+        if self.skipped.get(OTHER_SOURCE):
+            parts.append(f"{self.skipped[OTHER_SOURCE]} shape(s) tuned for another version of the code")
+        return f" (left out: {'; '.join(parts)})" if parts else ""
+
+    def check_kernel(self, kernel: Any) -> bool:
+        """Refuses (one line) a table of another kernel; whether the table's code identity is
+        this kernel's (False: tuned for another version of its code)."""
+        if self.kernel != kernel.name or (self.family and self.family != kernel.family):
+            raise UserError(f"{self.origin or 'the config table'} holds configs of {self.kernel} ({self.family}), "
+                            f"not of {kernel.name} ({kernel.family})")
+        if self.code_hash:
+            return self.code_hash == kernel_code_hash(kernel)
+        return self.source_hash == kernel.source_hash()
 
     # -- sources ------------------------------------------------------------------------------
     @classmethod
     def from_db(cls, kernel: Any, db: str | Path | Sequence[str | Path], *, device: str | None = None,
                 shipped: str | Path | None = None) -> "ConfigTable":
-        """The best measured config per shape and dtype for `kernel` (an autotune.Kernel) in one or
-        more databases, each read with the `shipped` data beside it; `device` keeps only data measured on that GPU (default: every GPU, the
-        fastest winning where two measured one shape)."""
-        from autotune.databases import open_for_reading
+        """The best timed config per shape, dtype and GPU for `kernel` (an autotune.Kernel) in one
+        or more databases, each read with the `shipped` data beside it; `device` keeps only data
+        measured on that GPU.  A recorded space is this kernel's when its source hash is the
+        kernel's, or when a session on it recorded the kernel's code identity (`code_hash` in its
+        options); interpreter sessions are left out (`skipped` counts both)."""
+        from autotune.databases import open_for_reading, read_from
         paths = [db] if isinstance(db, (str, Path)) else list(db)
-        wanted = kernel.source_hash()
-        table = cls(kernel=kernel.name, family=kernel.family, source_hash=wanted)
-        best: dict[tuple[tuple[int, ...], str], Entry] = {}
+        source, code = kernel.source_hash(), kernel_code_hash(kernel)
+        table = cls(kernel=kernel.name, family=kernel.family, source_hash=source, code_hash=code)
+        best: dict[tuple[tuple[int, ...], str, str], Entry] = {}
+        read = []
         for path in paths:
             if not Path(path).exists() and (shipped is None or not Path(shipped).exists()):
                 continue
+            read.append(read_from(path, shipped))
             cache = open_for_reading(path, shipped)
             try:
                 for record in cache.find_spaces(kernel.name):
-                    if record.source_hash != wanted or record.device == "cpu":
+                    if record.device == "cpu" or (device is not None and record.device != device):
+                        continue  # never timed on a GPU, or another GPU than asked
+                    if record.source_hash != source and code not in _recorded_code_hashes(cache, record.fingerprint):
+                        table.skipped[OTHER_SOURCE] = table.skipped.get(OTHER_SOURCE, 0) + 1
                         continue
-                    if device is not None and record.device != device:
-                        continue
-                    found = cache.best(record.fingerprint)
+                    found, interpreted = _best_timed(cache, record.fingerprint)
+                    if interpreted:
+                        table.skipped[INTERPRETED] = table.skipped.get(INTERPRETED, 0) + interpreted
                     if found is None:
                         continue
-                    candidate, result = found
-                    entry = Entry(shape=tuple(record.shape), dtype=record.dtype, config=dict(candidate.native),
-                                  median_ms=float(result.median_ms), device=record.device)
-                    key = (entry.shape, entry.dtype)
+                    config, median_ms, session = found
+                    entry = Entry(shape=tuple(record.shape), dtype=record.dtype, config=config,
+                                  median_ms=median_ms, session=session, device=record.device)
+                    key = (entry.shape, entry.dtype, entry.device)
                     if key not in best or entry.median_ms < best[key].median_ms:
                         best[key] = entry
             finally:
                 cache.close()
-        table.entries = sorted(best.values(), key=lambda e: (e.dtype, e.shape))
+        table.entries = sorted(best.values(), key=lambda e: (e.dtype, e.shape, e.device))
+        table.origin = ", ".join(dict.fromkeys(read)) or " nor ".join(str(p) for p in paths)
         return table
 
     @classmethod
@@ -123,17 +189,21 @@ class ConfigTable:
             raise UserError(f"cannot read config table {path}: {' '.join(str(error).split())}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise UserError(f"{path} is not a config table written by `autotune export` (format {FORMAT})")
+        if data.get("mode") == INTERPRETER_MODE:
+            raise UserError(f"{path} holds interpreter timings (accuracy checks, not GPU times): not served")
         entries = [Entry(shape=tuple(e["shape"]), dtype=e["dtype"], config=e["config"], median_ms=e["median_ms"],
                          session=e.get("session"), device=e.get("device", "")) for e in data["entries"]]
-        return cls(kernel=data["kernel"], family=data["family"], source_hash=data["source_hash"], entries=entries)
+        return cls(kernel=data["kernel"], family=data["family"], source_hash=data["source_hash"], entries=entries,
+                   code_hash=str(data.get("code_hash", "")), origin=str(path))
 
     # -- outputs ------------------------------------------------------------------------------
     def to_json(self) -> str:
         return json.dumps({
             "format": FORMAT, "kernel": self.kernel, "family": self.family, "source_hash": self.source_hash,
+            "code_hash": self.code_hash,
             "rule": "exact shape, else the nearest recorded shape of the same dtype and rank (sum of |log2| ratios)",
             "entries": [{"shape": list(e.shape), "dtype": e.dtype, "config": e.config, "median_ms": e.median_ms,
-                         "device": e.device} for e in self.entries],
+                         "device": e.device, "session": e.session} for e in self.entries],
         }, indent=1, sort_keys=True) + "\n"
 
     def save(self, path: str | Path) -> None:
@@ -141,7 +211,8 @@ class ConfigTable:
 
     def to_python(self) -> str:
         """A module with CONFIGS {(dtype, shape): config} and config_for(shape, dtype), needing only
-        helion or triton: the table and its rule, frozen."""
+        helion or triton: the table and its rule, frozen (one GPU's entries)."""
+        self._one_device()
         if self.family == "helion":
             head, make = "import helion\n", lambda c: f"helion.Config({_kwargs(c)})"
         else:
@@ -174,6 +245,7 @@ class ConfigTable:
             raise ExportError(f"{function_name!r} is not a Python function name")
         if not self.entries:
             raise ExportError(f"no tuned config recorded for {self.kernel}: nothing to export")
+        self._one_device()
         configs = [e.config for e in self.entries]
         keys = [(e.dtype, list(e.shape)) for e in self.entries]
         return "\n".join([
@@ -195,6 +267,51 @@ class ConfigTable:
             f"def autotune_{function_name}(*args):",
             f"    index = key_{function_name}(*args)",
             "    return dict(_CONFIGS[index]) if index >= 0 else {}  # {}: Helion's default config", ""])
+
+
+    def _one_device(self) -> None:
+        """A frozen rule serves one GPU: entries of several would pick across GPUs unseen."""
+        devices = self.devices()
+        if len(devices) > 1:
+            raise ExportError(f"{self.kernel}'s configs were measured on {len(devices)} GPUs ({', '.join(devices)}): "
+                              "export one GPU's with --device NAME")
+
+
+def kernel_code_hash(kernel: Any) -> str:
+    """The code identity of an autotune.Kernel: its sources' syntax, without comments or layout."""
+    import inspect
+
+    from search_spaces.fingerprint import code_hash
+
+    return code_hash(*(inspect.getsource(getattr(obj, "fn", obj)) for obj in kernel.source_objects))
+
+
+def _best_timed(cache: Any, fingerprint: str) -> tuple[tuple[dict[str, Any], float, int] | None, int]:
+    """The fastest accurate measured config of a space outside interpreter sessions (config,
+    median ms, session), and how many interpreter sessions were left out."""
+    interpreted = "SELECT id FROM all_sessions WHERE mode = ?"
+    row = cache.db.execute(
+        "SELECT config_json, median_ms, session_id FROM all_evaluations WHERE space_fingerprint = ?"
+        f" AND source = 'measured' AND status = 'ok' AND session_id NOT IN ({interpreted})"
+        " ORDER BY median_ms LIMIT 1", (fingerprint, INTERPRETER_MODE)).fetchone()
+    skipped = cache.db.execute(
+        f"SELECT COUNT(DISTINCT session_id) FROM all_evaluations WHERE space_fingerprint = ? AND session_id IN "
+        f"({interpreted})", (fingerprint, INTERPRETER_MODE)).fetchone()[0]
+    found = (json.loads(row[0]), float(row[1]), int(row[2])) if row and row[1] is not None else None
+    return found, int(skipped or 0)
+
+
+def _recorded_code_hashes(cache: Any, fingerprint: str) -> set[str]:
+    """The code identities sessions on a space recorded in their options (none before they did)."""
+    hashes = set()
+    for (text,) in cache.db.execute("SELECT options FROM all_sessions WHERE space_fingerprint = ?", (fingerprint,)):
+        try:
+            value = json.loads(text).get("code_hash")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(value, str):
+            hashes.add(value)
+    return hashes
 
 
 def _kwargs(config: dict[str, Any]) -> str:

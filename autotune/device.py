@@ -73,3 +73,19 @@ def device_name(index: int = 0) -> str:
 def sm_count(index: int = 0, default: int = 0) -> int:
     found = info(index)
     return found.sm_count if found is not None else default
+
+
+def running_device_name(index: int | None = None) -> str:
+    """The name of the GPU a call runs on (CUDA device `index`, torch's current device when
+    None), or 'cpu' where there is none.  Run-time config choice asks only this, so tests can
+    stand in any GPU by replacing it."""
+    if index is None:
+        if gpu_count() == 0:
+            return NO_GPU
+        try:
+            import torch
+
+            index = torch.cuda.current_device()
+        except Exception:  # noqa: BLE001 - a driver that cannot be queried is no GPU
+            return NO_GPU
+    return device_name(index)

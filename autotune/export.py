@@ -13,11 +13,37 @@ import math
 import re
 from typing import Any, Mapping
 
+from autotune.errors import UserError
 from search_spaces.triton_space import split_launch_config
+
+INTERPRETER_MODE = "interpret"  # a session's mode when its configs ran through the Triton interpreter
 
 
 class ExportError(ValueError):
     pass
+
+
+def refuse_interpreted(session: Mapping[str, Any]) -> None:
+    """Interpreter sessions check accuracy; their times are interpreter seconds, so no config of
+    theirs is exported as a tuned one (one line)."""
+    if session.get("mode") == INTERPRETER_MODE:
+        raise UserError(f"session {session.get('id')} ran through the Triton interpreter: its times are not GPU "
+                        "timings, so it has no tuned config to export")
+
+
+def refuse_interpreted_space(cache: Any, fingerprint: str) -> None:
+    """Refuses (one line) a space whose measurements include interpreter sessions' rows."""
+    rows = cache.db.execute("SELECT id, mode FROM all_sessions WHERE space_fingerprint = ? ORDER BY id",
+                            (fingerprint,)).fetchall()
+    interpreted = [str(i) for i, mode in rows if mode == INTERPRETER_MODE]
+    if not interpreted:
+        return
+    timed = [str(i) for i, mode in rows if mode != INTERPRETER_MODE]
+    if not timed:
+        raise UserError(f"space {fingerprint[:12]} was only run through the Triton interpreter: its times are not "
+                        "GPU timings, nothing to export")
+    raise UserError(f"space {fingerprint[:12]} holds interpreter session(s) {', '.join(interpreted)}, whose times are "
+                    f"not GPU timings: export a timed session with --session ({', '.join(timed[:5])})")
 
 
 def literal(value: Any) -> str:

@@ -62,3 +62,38 @@ class SpaceIdentity:
 def source_hash(*texts: str) -> str:
     """Hash of the kernel's source text (and of any helper whose text shapes the code)."""
     return sha256_hex("\n\0".join(texts))[:24]
+
+
+def code_hash(*texts: str) -> str:
+    """Hash of what the kernel's code says, not how it is written: its syntax tree with comments,
+    docstrings, layout and quoting gone.  Used to match tables and configs to a kernel whose
+    source gained a comment or was reformatted; recorded spaces stay keyed by `source_hash`."""
+    return "code-" + sha256_hex("\n\0".join(_code_form(text) for text in texts))[:24]
+
+
+def _code_form(text: str) -> str:
+    """The text's AST dump (docstrings dropped); where it does not parse alone, its tokens
+    without comments and line structure; else the text itself."""
+    import ast
+    import io
+    import textwrap
+    import tokenize
+
+    dedented = textwrap.dedent(text)
+    try:
+        tree = ast.parse(dedented)
+    except SyntaxError:
+        skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                tokenize.ENCODING, tokenize.ENDMARKER}
+        try:
+            tokens = tokenize.generate_tokens(io.StringIO(dedented).readline)
+            return "tokens:" + " ".join(t.string for t in tokens if t.type not in skip)
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            return "text:" + text
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return "ast:" + ast.dump(tree, annotate_fields=False)

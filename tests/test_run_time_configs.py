@@ -24,6 +24,13 @@ from autotune.serving import configured
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "cache.db"
 RMS = "examples/rms_norm.py:rms_norm"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(autouse=True)
+def on_the_h100(monkeypatch) -> None:
+    """Calls run as on the GPU the shipped examples were tuned on (autotune.device's seam)."""
+    monkeypatch.setattr("autotune.device.running_device_name", lambda index=None: H100)
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +76,19 @@ def test_exact_nearest_and_none(rms, table: ConfigTable) -> None:
 
 def test_a_table_from_another_database_serves_nothing(rms, tmp_path: Path) -> None:
     from autotune.cache import Cache
+    from autotune.config_table import EmptyTableWarning
 
     Cache.open(tmp_path / "empty.db", create=True).close()
-    assert configured(rms, db=tmp_path / "empty.db").choose(*_meta((4096, 8192), (8192,))).how == DEFAULT
+    with pytest.warns(EmptyTableWarning, match="no tuned config"):
+        fast = configured(rms, db=tmp_path / "empty.db", shipped=None)
+    assert fast.choose(*_meta((4096, 8192), (8192,))).how == DEFAULT
+
+
+def test_the_shipped_data_is_found_from_any_directory(rms, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no user.db and no shipped data here
+    fast = configured(rms)
+    assert fast.choose(*_meta((4096, 16384), (16384,))).how == EXACT
+    assert "rms_norm: 6 shape(s) measured on NVIDIA H100" in repr(fast) and "cache.db" in repr(fast)
 
 
 def test_the_exported_forms_agree_with_the_rule(rms, table: ConfigTable, tmp_path: Path) -> None:

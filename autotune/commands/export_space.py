@@ -35,6 +35,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from autotune.interop.kernel_tuner import write_kernel_tuner_file
+    from autotune.export import refuse_interpreted, refuse_interpreted_space
     from autotune.interop.kernel_tuner_db import export_kernel_tuner, resolve_space
 
     out = None if args.out in (None, "-") else args.out
@@ -44,9 +45,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
             session = cache.session(args.session)
             if session is None:
                 raise UserError(f"no session {args.session} in {args.db}")
+            refuse_interpreted(session)  # interpreter seconds are no timings to simulate from
             fingerprint = session["space_fingerprint"]
         else:
             fingerprint = resolve_space(cache, args.space).fingerprint
+            refuse_interpreted_space(cache, fingerprint)
         document = export_kernel_tuner(cache, fingerprint, args.session)
     finally:
         cache.close()

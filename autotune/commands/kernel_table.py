@@ -31,7 +31,7 @@ def _table(args: argparse.Namespace):
 def show_kernel(args: argparse.Namespace, console: Console) -> int:
     kernel, table = _table(args)
     if not table.entries:
-        raise UserError(f"no measured config of {kernel.name} (this source) in {args.db}")
+        raise UserError(f"no measured config of {kernel.name} (this source) in {args.db}{table.skipped_note()}")
     view = Table(title=f"{kernel.name}: best recorded config per shape ({args.db})")
     for column in ("shape", "dtype", "median ms", "device", "config"):
         view.add_column(column)
@@ -47,7 +47,8 @@ def export_kernel(args: argparse.Namespace, console: Console) -> int:
 
     kernel, table = _table(args)
     if not table.entries:
-        raise UserError(f"no measured config of {kernel.name} (this source) in {args.db}: nothing to export")
+        raise UserError(f"no measured config of {kernel.name} (this source) in {args.db}{table.skipped_note()}: "
+                        "nothing to export")
     if args.out is not None and not Path(args.out).parent.is_dir():
         raise UserError(f"cannot write {args.out}: its directory does not exist")
     try:
@@ -64,7 +65,7 @@ def export_kernel(args: argparse.Namespace, console: Console) -> int:
         sys.stdout.write(text)
         return 0
     Path(args.out).write_text(text, encoding="utf-8")
-    console.print(f"{len(table.entries)} shape(s) of {kernel.name} written to {args.out}")
+    console.print(f"{len(table.entries)} shape(s) of {kernel.name} written to {args.out}{table.skipped_note()}")
     if args.format == "helion-aot":
         console.print("Helion reads it as _helion_aot_<source file stem>_cuda_<sm>.py beside the kernel's source, or "
                       "from the directory HELION_HEURISTIC_DIR names")
