@@ -23,6 +23,9 @@ TRITON_MAX_TENSOR_NUMEL = 2**20
 # 0.2-4 s.  Helion's own sampler shrinks tiles under a random cap of 1-2048 for the
 # same reason.  The best softmax configs hold 16-64 elements per thread.
 MAX_ELEMENTS_PER_THREAD = 128
+# Program orders that need the GPU's SM count: Helion asserts "TODO: implement for other
+# devices" for them on a CPU, so under the Triton interpreter every such config fails.
+PERSISTENT_PID_TYPES = ("persistent_blocked", "persistent_interleaved")
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,8 @@ def to_native(config: Any) -> dict[str, JsonValue]:
     return json.loads(json.dumps(dict(config.config if hasattr(config, "config") else config)))
 
 
-def space_from_bound(kernel_name: str, bound: Any, *, thread_limit: bool = True) -> tuple[SearchSpace, HelionCodec]:
+def space_from_bound(kernel_name: str, bound: Any, *, thread_limit: bool = True,
+                     interpreter: bool = False) -> tuple[SearchSpace, HelionCodec]:
     """The space of a bound Helion kernel, and the codec that normalises its points.
 
     `thread_limit=False` leaves out the elements-per-thread limit (MAX_ELEMENTS_PER_THREAD): it
@@ -137,6 +141,8 @@ def space_from_bound(kernel_name: str, bound: Any, *, thread_limit: bool = True)
     slots: list[_Slot] = []
     for name, fragment in zip(slot_names, generation.flat_spec):
         params, is_list = _fragment_parameters(name, fragment)
+        if interpreter and name == "pid_type":
+            params = [_without_persistent(p) for p in params]
         parameters += params
         slots.append(_Slot(names=tuple(p.name for p in params), is_list=is_list))
     block_names = tuple(parameters_of_slots(slots, generation.block_size_indices))
@@ -163,6 +169,16 @@ def space_from_bound(kernel_name: str, bound: Any, *, thread_limit: bool = True)
     )
     codec.space = space
     return space, codec
+
+
+def _without_persistent(parameter: Parameter) -> Parameter:
+    """The pid_type choice without the program orders a CPU cannot run."""
+    from dataclasses import replace
+
+    assert isinstance(parameter, Choice)
+    kept = tuple(c for c in parameter.choices if c not in PERSISTENT_PID_TYPES)
+    default = parameter.default_value if parameter.default_value in kept else kept[0]
+    return replace(parameter, choices=kept, default_value=default)
 
 
 def parameters_of_slots(slots: list[_Slot], indices: list[int]) -> list[str]:

@@ -7,6 +7,13 @@ tested for real on a CPU.  Times are interpreter wall seconds, meaningless for s
 session's mode says `interpret`, its fingerprint names the CPU as its device, and such rows
 are never reused for or served to a GPU.
 
+Each config runs in a child process forked from this one (so it has the kernel object with
+every hook it was given, and the reference computed once here), under the session's deadlines:
+generating the config's code within `--compile-timeout`, and each run within `--run-timeout`; a
+config past one is killed and recorded `compile_timeout` or `run_timeout`, and the session goes
+on.  In the child, libdevice's math runs through `interpreter_math`, and the space offered
+leaves out the program orders a CPU cannot run (`bind_interpreted`).
+
 `TRITON_INTERPRET=1` must be set before the kernel's module is imported (Triton decides at
 `@triton.jit` time); `autotune tune --interpret` sets it before loading the kernel.
 """
@@ -14,9 +21,11 @@ are never reused for or served to a GPU.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import time
-from typing import Any, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Iterator, Sequence
 
 from autotune.evaluators.failures import classify_exception, short_error
 from autotune.evaluators.gpu_worker import WorkerInit, _State, build_runner, prepare_reference
@@ -25,14 +34,40 @@ from autotune.evaluators.timing import relative_error, tolerance_for
 from autotune.types import Candidate, Result, Status
 
 REPETITIONS = 3
+COMPILE_TIMEOUT_S = 60.0  # the defaults of `autotune tune`
+RUN_TIMEOUT_S = 30.0
+
+
+def bind_interpreted(spec: Any, shape: tuple[int, ...], dtype: Any, seed: int = 0, *, thread_limit: bool = True,
+                     say: Callable[[str], None] | None = None) -> Any:
+    """The task of an interpreter session: bound on the CPU, its Helion space without the
+    program orders the interpreter cannot run (persistent pid_type: Helion needs the GPU's SM
+    count for them); `say` is told so in one line when that left something out."""
+    from autotune.task import bind_live
+    from search_spaces.fingerprint import SpaceIdentity
+    from search_spaces.helion_space import PERSISTENT_PID_TYPES, space_from_bound
+
+    task = bind_live(spec, shape, dtype, "cpu", seed=seed, thread_limit=thread_limit)
+    if task.bound is None:
+        return task
+    space, codec = space_from_bound(spec.name, task.bound, thread_limit=thread_limit, interpreter=True)
+    if space.names == task.space.names and space.parameters == task.space.parameters:
+        return task
+    left_out = [t for t in PERSISTENT_PID_TYPES if any(t in getattr(p, "choices", ()) for p in task.space.parameters)]
+    if say is not None and left_out:
+        say(f"interpreter space: pid_type {', '.join(left_out)} left out (they need a GPU's SM count; "
+            "every such config fails on the CPU)")
+    identity = SpaceIdentity(space=space, signature=task.identity.signature, source_hash=task.identity.source_hash)
+    return replace(task, space=space, codec=codec, identity=identity)
 
 
 class InterpreterEvaluator:
-    """Runs each candidate in this process on CPU tensors (see the module docstring)."""
+    """Runs each candidate in a forked child on CPU tensors (see the module docstring)."""
 
     description = "the Triton interpreter on the CPU (accuracy checked; times are not GPU times)"
 
-    def __init__(self, kernel: Any, shape: tuple[int, ...], dtype: Any, *, seed: int = 0) -> None:
+    def __init__(self, kernel: Any, shape: tuple[int, ...], dtype: Any, *, seed: int = 0,
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S, run_timeout_s: float = RUN_TIMEOUT_S) -> None:
         from autotune.kernels.registry import dtype_name
 
         os.environ["TRITON_INTERPRET"] = "1"  # for code Helion generates from here on
@@ -41,10 +76,13 @@ class InterpreterEvaluator:
         _build_state(self._state, kernel, init)
         prepare_reference(self._state)  # raises ReferenceMismatch before anything is recorded
         self._tolerance = tolerance_for(self._state.dtype)
+        self.compile_timeout_s = compile_timeout_s
+        self.run_timeout_s = run_timeout_s
+        self._context = multiprocessing.get_context("fork")  # the child needs this process's kernel object
 
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
         for candidate in candidates:
-            yield self._evaluate(candidate)
+            yield self._isolated(candidate)
 
     def baselines(self) -> dict[str, Result]:
         return {}
@@ -52,18 +90,60 @@ class InterpreterEvaluator:
     def close(self) -> None:
         pass
 
-    def _evaluate(self, candidate: Candidate) -> Result:
+    def _isolated(self, candidate: Candidate) -> Result:
+        """`_evaluate` in a child process under the compile and run deadlines."""
+        receive, send = self._context.Pipe(duplex=False)
+        child = self._context.Process(target=_child, args=(self, candidate, send), daemon=True)
+        child.start()
+        send.close()
+        phase, compile_s = "compile", None
+        try:
+            while True:
+                limit = self.compile_timeout_s if phase == "compile" else self.run_timeout_s
+                if not receive.poll(limit):
+                    status = Status.COMPILE_TIMEOUT if phase == "compile" else Status.RUN_TIMEOUT
+                    what = "generating its code" if phase == "compile" else "a run"
+                    return Result(key=candidate.key, status=status, compile_s=compile_s,
+                                  error=f"{what} took over {limit:g} s in the interpreter; killed")
+                try:
+                    message = receive.recv()
+                except EOFError:
+                    child.join(5)
+                    return Result(key=candidate.key, status=Status.CRASH, compile_s=compile_s,
+                                  error=f"the interpreter process died (exit code {child.exitcode})")
+                if message[0] == "compiled":
+                    phase, compile_s = "run", message[1]
+                elif message[0] == "ran":
+                    continue  # each run gets its own deadline
+                else:
+                    return message[1]
+        finally:
+            receive.close()
+            if child.is_alive():
+                child.kill()
+            child.join(5)
+
+    def _evaluate(self, candidate: Candidate, tell: Callable[[tuple], None] = lambda message: None) -> Result:
+        """One config, in this process: generate, run, check, time (`tell` reports progress)."""
+        from autotune.evaluators.interpreter_math import installed
+
+        with installed():
+            return self._measure(candidate, tell)
+
+    def _measure(self, candidate: Candidate, tell: Callable[[tuple], None]) -> Result:
         state = self._state
         started = time.perf_counter()
         try:
             runner = build_runner(state.spec, state.bound, dict(candidate.native))
-            runner(state.inputs)  # compiles (interprets) once
+            tell(("compiled", time.perf_counter() - started))
+            runner(state.inputs)  # the interpreter's errors arise at the first run: compile errors on a GPU
+            tell(("ran",))
         except Exception as error:  # noqa: BLE001 - a config's failure is its result
             return Result(key=candidate.key, status=classify_exception(error, phase="compile"),
                           error=short_error(error), compile_s=time.perf_counter() - started)
         compile_s = time.perf_counter() - started
         try:
-            out, check = run_checked(lambda: runner(state.inputs))
+            out, check = run_checked(lambda: _told(runner(state.inputs), tell))
             error = relative_error(out, state.reference)
         except Exception as failure:  # noqa: BLE001
             return Result(key=candidate.key, status=classify_exception(failure, phase="run"),
@@ -77,10 +157,26 @@ class InterpreterEvaluator:
             begin = time.perf_counter()
             runner(state.inputs)
             samples.append((time.perf_counter() - begin) * 1e3)
+            tell(("ran",))
         ordered = sorted(samples)
         return Result(key=candidate.key, status=Status.OK, median_ms=ordered[len(ordered) // 2], min_ms=ordered[0],
                       max_ms=ordered[-1], repetitions=len(samples), compile_s=compile_s, rel_error=error, checked=check.text,
                       bench_s=time.perf_counter() - started, samples_ms=tuple(samples))
+
+
+def _told(value: Any, tell: Callable[[tuple], None]) -> Any:
+    tell(("ran",))
+    return value
+
+
+def _child(evaluator: InterpreterEvaluator, candidate: Candidate, send: Any) -> None:
+    """The forked child: evaluate one config and send its result (progress messages first)."""
+    try:
+        result = evaluator._evaluate(candidate, send.send)
+    except BaseException as error:  # noqa: BLE001 - whatever it is, the parent records it
+        result = Result(key=candidate.key, status=Status.CRASH, error=short_error(error))
+    send.send(("result", result))
+    send.close()
 
 
 def _build_state(state: _State, kernel: Any, init: WorkerInit) -> None:
