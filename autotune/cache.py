@@ -93,6 +93,12 @@ class Cache:
         """
         path = Path(path)
         layer = Path(shipped) if shipped is not None and str(shipped) not in ("", "none") else None
+        if layer is not None:  # built from the batches beside it when missing or stale (autotune.store.build)
+            from autotune.store.build import ensure_current
+
+            layer = ensure_current(layer)
+        if _is_build_product(path):  # a database built from batches is only ever read
+            return cls._open_file(path, read_only=True)
         if layer is not None and (not layer.exists() or same_file(path, layer)):
             layer = None
         if layer is not None and not path.exists() and not create:
@@ -516,6 +522,12 @@ class Cache:
 
     def integrity_ok(self) -> bool:
         return self.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _is_build_product(path: Path) -> bool:
+    from autotune.store.build import is_built
+
+    return path.is_file() and is_built(path)
 
 
 def is_damage(error: BaseException) -> bool:

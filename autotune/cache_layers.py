@@ -55,11 +55,16 @@ def attach_shipped(conn: sqlite3.Connection, shipped: Path, user: Path) -> None:
 
 
 def _number_after_shipped(conn: sqlite3.Connection, shipped: Path, user: Path) -> None:
-    (shipped_max,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM shipped.sessions").fetchone()
     (user_min,) = conn.execute("SELECT MIN(id) FROM main.sessions").fetchone()
     if user_min is None:
         start_ids_after_shipped(conn)
-    elif user_min <= shipped_max:
+        return
+    # Batches added after the first number their sessions far above the user's range (see
+    # autotune.store.append), so what is refused is a shared id, not a lower one.
+    (shipped_max,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM shipped.sessions WHERE id < ?",
+                                  (USER_SESSIONS_FROM,)).fetchone()
+    shared = conn.execute("SELECT 1 FROM main.sessions WHERE id IN (SELECT id FROM shipped.sessions) LIMIT 1").fetchone()
+    if shared is not None or user_min <= shipped_max:
         raise CacheError(f"{user} and the shipped data {shipped} both number sessions from {user_min} to "
                          f"{shipped_max}: read {user} alone with --shipped none, or merge it into a new "
                          "database (autotune merge ... --into NEW.db --create)")

@@ -26,8 +26,10 @@ def _digest(path: Path) -> str:
 
 @pytest.fixture
 def shipped(tmp_path, triton_task) -> Path:
-    """A small 'shipped' database: one recorded Triton session (the whole declared space)."""
-    path = tmp_path / "cache.db"
+    """A small 'shipped' database where commands look for it by default (no batches beside it:
+    read as the file it is): one recorded Triton session (the whole declared space)."""
+    path = tmp_path / "data" / "shipped.db"
+    path.parent.mkdir()
     record_session(triton_task, path, strategy="grid", budget=1000)
     return path
 
@@ -40,7 +42,7 @@ def test_a_replay_records_into_the_user_database_and_leaves_the_shipped_one_as_i
     user = Cache.open(tmp_path / "user.db")
     (session,) = user.sessions()
     assert session["id"] == USER_SESSIONS_FROM and session["mode"] == "replay"
-    assert session["options"]["shipped"] == "cache.db" and session["options"]["db"] == "user.db"
+    assert session["options"]["shipped"] == "data/shipped.db" and session["options"]["db"] == "user.db"
     user.close()
 
 
@@ -145,7 +147,8 @@ def test_session_options_round_trip_and_keep_what_they_do_not_type():
 
 # -- one store, one device module ---------------------------------------------------------------------
 STORE = {"autotune/cache.py", "autotune/cache_schema.py", "autotune/cache_merge.py", "autotune/cache_layers.py",
-         "autotune/cache_rows.py", "autotune/cache_guard.py", "autotune/cache_copy.py"}
+         "autotune/cache_rows.py", "autotune/cache_guard.py", "autotune/cache_copy.py",
+         *(f"autotune/store/{name}.py" for name in ("batches", "build", "append", "migrate"))}
 DEVICE = {"autotune/device.py"}
 
 

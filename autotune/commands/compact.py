@@ -1,10 +1,12 @@
-"""`autotune compact [--db cache.db]`: keep the shipped database small.
+"""`autotune compact [--db user.db]`: keep your database small.
 
 Timing samples written by older versions (or merged from older files) spell float32
 CUDA-event timings out as text, and points spell out their parameter names; this rewrites both
 in the compact forms, which read back the same.  Aliases (which config a raw point became)
 whose JSON an evaluation of the same config already holds lose their copy, and free pages go
-back to the file system.  What any command reads back is unchanged.
+back to the file system.  What any command reads back is unchanged.  Only a user's database is
+compacted: the shipped data is batches that are never rewritten, and the database built from
+them is only read (refused here in one line).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 from typing import Any
 
 from autotune.cache import Cache
-from autotune.databases import SHIPPED_DB, USER_DB
+from autotune.databases import USER_DB
 
 NAME = "compact"
 
@@ -23,7 +25,7 @@ def add_parser(subparsers: Any) -> None:
         NAME, help="rewrite stored timing samples, points and aliases compactly (losslessly) and shrink the database "
              "file")
     sub.add_argument("--db", default=str(USER_DB),
-                     help=f"the database (default: your {USER_DB}; the shipped {SHIPPED_DB} only when named)")
+                     help=f"your database (default: {USER_DB})")
 
 
 def run(args: argparse.Namespace, console: Any) -> int:
