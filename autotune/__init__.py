@@ -11,9 +11,10 @@ The public API (see README, "Tune your own kernel"):
 
 from typing import Any
 
-__all__ = ["ConfigTable", "Kernel", "TuneResult", "configured", "tune"]
+__all__ = ["Baseline", "ConfigTable", "Kernel", "TuneResult", "configured", "tune"]
 
-_WHERE = {"Kernel": "autotune.kernel", "tune": "autotune.api", "TuneResult": "autotune.api",
+_WHERE = {"Kernel": "autotune.kernel", "Baseline": "autotune.kernel", "tune": "autotune.api",
+          "TuneResult": "autotune.api",
           "configured": "autotune.serving", "ConfigTable": "autotune.config_table"}
 
 

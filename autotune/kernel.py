@@ -11,7 +11,8 @@ declared space.  Everything else is optional, with defaults that work for the co
   in float64; it checks that a compiled config computes what the code says.  A Triton launcher
   has no eager body: by default every config is checked against the declared default config's
   output, which catches configs that disagree with each other but not a wrong kernel.
-* `baselines`: named library implementations timed beside the kernel (`fn(*inputs)`).
+* `baselines`: named library implementations timed beside the kernel (`fn(*inputs)`), each
+  checked against the reference on the outputs it returns (`Baseline(fn, outputs=(0,))` names them).
 * `bytes_moved(shape, dtype)`, `flops(shape, dtype)`: for GB/s and TFLOP/s, shown when known.
 * `shape_of(*args)`: the problem shape of a call (default: the first tensor's shape), which is
   what run-time config selection keys on.
@@ -40,6 +41,41 @@ def is_helion_kernel(obj: Any) -> bool:
     """Whether `obj` is a `@helion.kernel` (checked without importing helion where it is absent)."""
     cls = type(obj)
     return cls.__name__ == "Kernel" and cls.__module__.startswith("helion.")
+
+
+class Baseline:
+    """A baseline and which of the kernel's outputs it computes.
+
+    >>> baselines={"torch": autotune.Baseline(torch_rms_norm, outputs=(0,))}
+
+    A plain callable in `baselines=` is compared with the kernel's outputs by position (a tensor
+    with output 0, a tuple of k with the first k); `outputs` names them instead, when a kernel
+    returns more than the library computes (the output and its statistics, say)."""
+
+    def __init__(self, fn: Callable[..., Any], outputs: Sequence[int] | None = None) -> None:
+        if not callable(fn):
+            raise KernelError(f"autotune.Baseline takes a function, not {type(fn).__name__}")
+        if outputs is not None:
+            outputs = tuple(outputs)
+            if not outputs or not all(isinstance(i, int) and i >= 0 for i in outputs) \
+                    or len(set(outputs)) != len(outputs):
+                raise KernelError(f"autotune.Baseline outputs={outputs!r}: give distinct output indices (0, 1, ...)")
+        self.fn, self.outputs = fn, outputs
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def _baseline_hooks(baselines: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[int, ...] | None]]:
+    """(each baseline as the evaluators call it, the kernel outputs each is compared on or None)."""
+    hooks, outputs = {}, {}
+    for label, hook in baselines.items():
+        if not callable(hook):
+            raise KernelError(f"baseline {label!r} is a {type(hook).__name__}, not a function or autotune.Baseline")
+        plain = hook.fn if isinstance(hook, Baseline) else hook
+        hooks[label] = _tupled(plain)
+        outputs[label] = hook.outputs if isinstance(hook, Baseline) else None
+    return hooks, outputs
 
 
 class Kernel:
@@ -85,10 +121,11 @@ class Kernel:
         self.make_inputs = _with_seed(inputs) if inputs is not None else self._default_inputs
         self.inputs_given = inputs is not None
         self.reference = _tupled(reference) if reference is not None else None
-        self.baselines = {label: _tupled(hook) for label, hook in (baselines or {}).items()}
+        self.baselines, self.baseline_outputs = _baseline_hooks(baselines or {})
         self.bytes_moved = bytes_moved
         self.flops = flops
         self.shape_of = shape_of or _first_tensor_shape
+        self.shape_of_given = shape_of is not None
         self.dtypes = tuple(dtypes)
         self.rank = rank
         self.source_objects = tuple(sources) or ((fn,) if self.family == "helion" else _launcher_sources(fn))
@@ -102,6 +139,10 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"autotune.Kernel({self.name!r}, {self.family}{', ' + self.locator if self.locator else ''})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What travels to a measuring process (autotune/kernel_wire.py): not the eager kernel it rebuilds."""
+        return {**self.__dict__, "_eager": None}
 
     def with_hooks(self, **hooks: Any) -> "Kernel":
         """A copy with some hooks replaced (reference=, baselines=, ...); it keeps the locator."""
@@ -117,7 +158,7 @@ class Kernel:
             if key == "inputs":
                 copy.make_inputs, copy.inputs_given = _with_seed(value), True
             elif key == "baselines":
-                copy.baselines = {label: _tupled(hook) for label, hook in value.items()}
+                copy.baselines, copy.baseline_outputs = _baseline_hooks(value)
             elif key == "reference":
                 copy.reference = _tupled(value)
             else:

@@ -169,6 +169,10 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     )
     if request.workers is not None:
         _check_workers(request, settings)
+    if settings.mode != "replay":  # a kernel that cannot be bound, or sent to the measuring processes
+        from autotune.kernel_wire import check_sendable
+
+        check_sendable(spec, measuring_elsewhere=True)
     # Build the task and strategy (both may still refuse the request) before any database
     # is created and before GPU workers are started.
     started = time.perf_counter()
@@ -224,6 +228,9 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     finally:
         evaluator.close()
     print_outcome(console, task, outcome, db=str(journal.path), recorded_best=cache.best(task.fingerprint))
+    compared = compared_line(getattr(evaluator, "compared", {}))
+    if compared:
+        console.print(compared)
     ahead = getattr(getattr(evaluator, "ahead", None), "counts", None)
     if ahead and ahead.get("guessed"):
         console.print(f"compiled ahead: {ahead['guessed']} config(s), {ahead.get('used', 0)} of them asked for")
@@ -234,6 +241,13 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         if not_recorded:
             console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
     return outcome
+
+
+def compared_line(compared: dict[str, str]) -> str:
+    """Under the comparison table: which of the kernel's outputs each row was checked on."""
+    rows = ([f"every config on {compared['configs']}"] if compared.get("configs") else []) + \
+        [f"{name} on {text}" for name, text in compared.items() if name != "configs" and text]
+    return "compared with the reference: " + "; ".join(rows) if rows else ""
 
 
 def _mode(request: TuneRequest) -> str:

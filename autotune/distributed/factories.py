@@ -18,7 +18,7 @@ from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 class GPUEvaluatorFactory:
     """A GPU evaluator for one task on the worker's GPU (the one CUDA_VISIBLE_DEVICES leaves it)."""
 
-    kernel: str
+    kernel: str | bytes  # a built-in kernel's name, or the kernel itself (autotune/kernel_wire.py)
     shape: tuple[int, ...]
     dtype: str
     device_name: str  # the session's device, for the description

@@ -23,6 +23,7 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
     from autotune.distributed.cluster import connect, parse_workers
     from autotune.distributed.evaluator import distributed_evaluator
     from autotune.distributed.factories import GPUEvaluatorFactory
+    from autotune.kernel_wire import wire_form
     from autotune.evaluators.gpu import default_compile_workers
 
     spec_of_workers = parse_workers(request.workers)
@@ -36,7 +37,7 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
         if compile_workers is None and spec_of_workers.kind == "local-gpus":
             compile_workers = default_compile_workers((os.cpu_count() or 2) // count)
         factory = GPUEvaluatorFactory(
-            spec.name, tuple(shape), task.dtype, device_name=task.identity.device, compile_workers=compile_workers,
+            wire_form(spec), tuple(shape), task.dtype, device_name=task.identity.device, compile_workers=compile_workers,
             compile_timeout_s=request.compile_timeout_s, run_timeout_s=request.run_timeout_s, seed=request.seed,
             timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
             compile_timeout_factor=request.compile_timeout_factor)

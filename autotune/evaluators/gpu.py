@@ -69,14 +69,23 @@ class GPUEvaluator:
         self.compile_deadline = CompileDeadline(compile_timeout_s, factor=compile_timeout_factor)
         self.run_timeout_s = run_timeout_s
         self.bench_timeout_s = bench_timeout_s
-        from autotune.kernel_loader import hooks_payload, locator_of, resolve_kernel
+        from autotune.kernel_loader import resolve_kernel
+        from autotune.kernel_wire import wire_form
 
-        # `kernel`: an autotune.Kernel or its locator; the workers find it by locator.
-        kernel = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
+        # `kernel`: an autotune.Kernel, its locator, or what kernel_wire.wire_form made of it;
+        # the workers get the kernel itself (every hook with it), a built-in one by name.
+        if isinstance(kernel, bytes):
+            from autotune.kernel_wire import from_wire
+
+            payload, kernel = kernel, from_wire(kernel)
+        else:
+            kernel = resolve_kernel(kernel) if isinstance(kernel, str) else kernel
+            payload = wire_form(kernel)
         self._baseline_names = list(kernel.baselines)
+        # Which outputs each baseline (and every config: "configs") was compared on, once baselines ran.
+        self.compared: dict[str, str] = {}
         ctx = worker_context()
-        init = WorkerInit(kernel=locator_of(kernel), shape=tuple(shape), dtype=dtype, seed=seed, timing=timing,
-                          hooks=hooks_payload(kernel))
+        init = WorkerInit(kernel=payload, shape=tuple(shape), dtype=dtype, seed=seed, timing=timing)
         count = compile_workers or default_compile_workers()
         # Whether the session may pass `guess` to `evaluate` (compile_ahead.py; None: the switch's
         # default), and what generations compiled ahead for the next one.
@@ -118,9 +127,14 @@ class GPUEvaluator:
     def baselines(self) -> dict[str, Result]:
         """The kernel's library baselines and a device-to-device copy of the input (the bandwidth ceiling)."""
         drop_ahead(self.ahead, self._compilers)  # the search is over: no generation follows
-        names = self._baseline_names
-        results = {name: self._bench_one(("baseline", name, name), None, timeout_s=BASELINE_TIMEOUT_S) for name in names}
-        results[COPY_BASELINE] = self._bench_one(("copy", COPY_BASELINE, None), None)
+        results = {}
+        for name in self._baseline_names:
+            reply = self._request(("baseline", name, name), BASELINE_TIMEOUT_S)
+            results[name] = result_from_reply(name, reply, None)
+            self.compared[name] = reply.get("compared", "")
+        reply = self._request(("copy", COPY_BASELINE, None), self.bench_timeout_s)
+        results[COPY_BASELINE] = result_from_reply(COPY_BASELINE, reply, None)
+        self.compared["configs"] = reply.get("compared", "")  # the copy's reply says what configs are checked on
         return results
 
     def rebenchmark(self, candidates: Sequence[Candidate]) -> dict[str, Result]:
@@ -184,7 +198,3 @@ class GPUEvaluator:
         if reply.get("status") == Status.CRASH.value or not self._bench.alive():
             self._bench.restart()  # it exits after a crash
         return reply
-
-    def _bench_one(self, request: tuple[str, str, Any], compile_s: float | None,
-                   timeout_s: float | None = None) -> Result:
-        return result_from_reply(request[1], self._request(request, timeout_s or self.bench_timeout_s), compile_s)

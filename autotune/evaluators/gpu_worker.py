@@ -30,7 +30,7 @@ PROFILE_BENCH = os.environ.get("AUTOTUNE_PROFILE_BENCH") == "1"
 
 @dataclass(frozen=True)
 class WorkerInit:
-    kernel: str  # the kernel's locator: a built-in name, FILE.py:NAME or module:NAME
+    kernel: str | bytes  # a built-in kernel's name, or the kernel itself (autotune/kernel_wire.py)
     shape: tuple[int, ...]
     dtype: str
     seed: int
@@ -39,12 +39,13 @@ class WorkerInit:
 
 
 def kernel_for(init: WorkerInit) -> Any:
-    """The kernel a worker measures: found by its locator, with the caller's hook overrides."""
+    """The kernel a worker measures: sent by value with every hook, or a built-in found by name."""
     import pickle
 
     from autotune.kernel_loader import resolve_kernel
+    from autotune.kernel_wire import from_wire
 
-    kernel = resolve_kernel(init.kernel)
+    kernel = from_wire(init.kernel) if isinstance(init.kernel, bytes) else resolve_kernel(init.kernel)
     return kernel.with_hooks(**pickle.loads(init.hooks)) if init.hooks else kernel
 
 
@@ -324,7 +325,10 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
         try:
             if kind == "copy":  # the bandwidth reference: a device-to-device copy of the input
                 copy = timing.time_gpu(lambda: state.inputs[0].clone(), options)
-                reply = _ok(copy.samples_ms, copy.median_ms)
+                count = len(reference) if isinstance(reference, (tuple, list)) else 1
+                # and what every config is checked on, for the session's comparison table
+                reply = {**_ok(copy.samples_ms, copy.median_ms),
+                         "compared": timing.outputs_text(list(range(count)), count)}
             elif kind == "rebench":
                 reply = {"status": Status.OK.value, "samples": _rebench(state, timing, payload, options)}
             else:
@@ -332,8 +336,9 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
                     else _runner_for(state, kind, payload)
                 built = time.perf_counter()
                 prepare = (lambda: ahead.prepare(upcoming[0], upcoming[1:])) if upcoming else None
+                compare = _baseline_comparison(state, payload, timing) if kind == "baseline" else None
                 reply = _measure(torch, timing, state.inputs, runner, reference, tolerance, options,
-                                 fastest_ms if kind == "config" else None, while_queued=prepare)
+                                 fastest_ms if kind == "config" else None, while_queued=prepare, compare=compare)
                 if kind == "config" and reply.get("method") != timing.ESTIMATE and "median_ms" in reply:
                     fastest_ms = min(reply["median_ms"], fastest_ms or math.inf)
                 if PROFILE_BENCH:
@@ -389,18 +394,30 @@ def _ok(samples: tuple[float, ...], median: float) -> dict[str, Any]:
             "repetitions": len(samples), "samples_ms": samples}
 
 
+def _baseline_comparison(state: _State, name: str, timing: Any) -> Callable[[Any, Any], tuple[float, str]]:
+    """How a baseline is checked: on the kernel outputs it computes (timing.baseline_error)."""
+    outputs = getattr(state.spec, "baseline_outputs", {}).get(name)
+    return lambda out, reference: timing.baseline_error(out, reference, outputs)
+
+
 def _measure(torch: Any, timing: Any, inputs: tuple, runner: Callable, reference: Any, tolerance: float,
              options: Any, fastest_ms: float | None = None,
-             while_queued: Callable[[], None] | None = None) -> dict[str, Any]:
+             while_queued: Callable[[], None] | None = None,
+             compare: Callable[[Any, Any], tuple[float, str]] | None = None) -> dict[str, Any]:
+    """Check, then time.  `compare` (a baseline's): (relative error, which outputs it covered)."""
     from autotune.evaluators.poison import run_checked
 
     out, check = run_checked(lambda: runner(inputs), torch.cuda.synchronize)
-    error = timing.relative_error(out, reference)
+    if compare is None:
+        count = len(reference) if isinstance(reference, (tuple, list)) else 1
+        error, compared = timing.relative_error(out, reference), timing.outputs_text(list(range(count)), count)
+    else:
+        error, compared = compare(out, reference)
     del out
     if not error <= tolerance or check.unwritten:
         return {"status": Status.WRONG_RESULT.value, "rel_error": error if error != float("inf") else None,
-                "error": f"relative error {error:.3g} over tolerance {tolerance:g}; output {check.text}",
-                "checked": check.text}
+                "error": f"relative error {error:.3g} over tolerance {tolerance:g} ({compared}); output {check.text}",
+                "checked": check.text, "compared": compared}
     result = timing.time_gpu(lambda: runner(inputs), options, fastest_ms, while_queued)
     return {**_ok(result.samples_ms, result.median_ms), "rel_error": error, "method": result.method,
-            "checked": check.text}
+            "checked": check.text, "compared": compared}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -67,6 +67,34 @@ def relative_error(out: object, ref: object) -> float:
     denominator = float(torch.linalg.vector_norm(ref))
     numerator = float(torch.linalg.vector_norm(out64 - ref))
     return numerator / denominator if denominator else numerator
+
+
+def outputs_text(indices: Sequence[int], count: int) -> str:
+    """Which of a kernel's `count` outputs a comparison covered: 'all 2 outputs', 'output 0'."""
+    if count <= 1 and list(indices) == [0]:
+        return "the output"
+    if list(indices) == list(range(count)):
+        return f"all {count} outputs"
+    return ("output " if len(indices) == 1 else "outputs ") + ", ".join(map(str, indices))
+
+
+def baseline_error(out: object, ref: object, outputs: Sequence[int] | None = None) -> tuple[float, str]:
+    """A baseline's relative error on the outputs it computes, and which they were.
+
+    A kernel may return more than a baseline does (the output and its statistics, say): the
+    baseline is compared on the outputs it declares (`outputs`, indices into the kernel's), else
+    by position (a single tensor is output 0, a tuple of k the first k)."""
+    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    if outputs is None:
+        indices = list(range(len(outs)))
+    else:
+        indices = list(outputs)
+        if len(outs) == len(refs) and len(indices) != len(outs):  # it returns them all: take the declared
+            outs = [outs[i] for i in indices if i < len(outs)]
+    if not indices or len(outs) != len(indices) or max(indices) >= len(refs):
+        return math.inf, outputs_text(indices, len(refs))
+    return relative_error(tuple(outs), tuple(refs[i] for i in indices)), outputs_text(indices, len(refs))
 
 
 def to_float64(out: object) -> object:
