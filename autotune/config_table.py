@@ -155,7 +155,7 @@ class ConfigTable:
         for path in paths:
             if not Path(path).exists() and (shipped is None or not Path(shipped).exists()):
                 continue
-            read.append(read_from(path, shipped))
+            read.append(read_from(path, shipped).replace("`", ""))
             cache = open_for_reading(path, shipped)
             try:
                 for record in cache.find_spaces(kernel.name):

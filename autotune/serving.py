@@ -219,7 +219,7 @@ def configured(kernel: Any, *, db: str | Path | Sequence[str | Path] | None = No
         if missing:
             raise UserError(f"database {missing[0]} does not exist")
         loaded = ConfigTable.from_db(kernel, paths, shipped=shipped_path)
-        loaded.origin = (loaded.origin or str(paths[0])).replace("`", "")
+        loaded.origin = loaded.origin or str(paths[0])
         first_db = paths[0]
     return ConfiguredKernel(kernel, loaded, tune_unseen=tune_unseen, db=first_db, fallback=fallback, device=device)
 
@@ -231,11 +231,12 @@ def _shipped_path(shipped: Any) -> Path | None:
 
     if shipped is None:
         return None
-    if shipped is _SHIPPED:  # databases' location, read from the checkout wherever the caller's directory is
+    if shipped is _SHIPPED:  # databases' location, in the checkout wherever the caller's directory is
         default = Path(databases.SHIPPED_DB)
-        if not default.is_absolute() and not default.exists():
+        if not default.is_absolute() and not default.exists() and not (default.parent / "batches").is_dir():
             default = Path(__file__).resolve().parent.parent / default
-        return default if default.exists() else None
+        built = getattr(databases, "ready", lambda path: path)(default)  # built from its batches where kept so
+        return built if built is not None and built.exists() else None
     if not Path(shipped).exists():
         raise UserError(f"shipped data {shipped} does not exist")
     return Path(shipped)
