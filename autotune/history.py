@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from autotune.cache import Cache, EvaluationRow
+from autotune.evaluators.failures import failure_lines
 from autotune.report import comparison_table, gbps, statuses_text, tested_text, timeline_line, where_measured
 from autotune.session import DEFAULT, GenerationSummary
 from autotune.types import Candidate, Result
@@ -86,6 +87,11 @@ def print_session(cache: Cache, session: dict[str, Any], console: Console) -> No
                                    f"session {session['id']}: {tested_text(counts, default_status, session['budget'])}",
                                    copy_ms=copy.median_ms if copy is not None and copy.ok else None))
     console.print(statuses_text(counts, default_status))
+    reasons = failure_lines(r.result for r in rows)
+    if reasons:
+        console.print("why configs failed (rows per reason; full compiler output under the database's .logs folder):")
+        for line in reasons:
+            console.print(escape(line), highlight=False)  # recorded text is data, never markup
     if best:
         console.print(f"best config ({best[0].key}): {dict(best[0].native)}")
     if bytes_moved and best:

@@ -6,9 +6,11 @@ from collections import Counter
 from typing import Any, Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autotune.evaluators.failures import failure_lines
 from autotune.session import GenerationSummary, SessionOutcome, SessionSettings
 from autotune.task import TuningTask
 from autotune.types import Candidate, Result
@@ -28,13 +30,16 @@ def timeline_line(summary: GenerationSummary) -> str:
 
 
 class RichReporter:
-    """Progress bar per generation and a timeline line after each one."""
+    """Progress bar per generation and a timeline line after each one, followed by one line per
+    group of that generation's failures (failures.failure_groups): what a compiler printed stays
+    in the records and logs, never here."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=False)
         self._progress: Progress | None = None
         self._task_id: Any = None
         self._failed = 0
+        self._failures: list[Result] = []  # this generation's
 
     def session_started(self, session_id: int, task: TuningTask, settings: SessionSettings, source: str) -> None:
         budget = f"budget {settings.budget}" if settings.budget else ""
@@ -47,6 +52,7 @@ class RichReporter:
 
     def generation_started(self, generation: int, size: int) -> None:
         self._failed = 0
+        self._failures = []
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), console=self.console, transient=True,
@@ -56,6 +62,8 @@ class RichReporter:
         self._task_id = self._progress.add_task(label, total=size, failed=0)
 
     def result(self, candidate: Candidate, result: Result) -> None:
+        if result.status.failed:
+            self._failures.append(result)
         if self._progress is None:
             return
         self._failed += result.status.failed
@@ -66,6 +74,9 @@ class RichReporter:
             self._progress.stop()
             self._progress = None
         self.console.print(timeline_line(summary))
+        for line in failure_lines(self._failures, indent=" " * 10):
+            self.console.print(escape(line), highlight=False)  # recorded text is data, never markup
+        self._failures = []
 
 
 def comparison_table(rows: Iterable[tuple[str, Result]], bytes_moved: int, reference_ms: float | None,

@@ -158,6 +158,7 @@ class Session:
             # evaluator is ready, and torch.compile's own compile no longer delays it.
             baselines = self.journal.baselines(session_id=self.session_id)
             if not baselines:
+        getattr(self.evaluator, "session_started", lambda _id: None)(self.session_id)  # where its logs go
                 baselines = self.evaluator.baselines()
                 for name, result in baselines.items():
                     self.journal.record_baseline(self.session_id, task.fingerprint, name, result)

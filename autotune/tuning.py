@@ -361,7 +361,7 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
                             compile_workers=request.compile_workers, compile_timeout_s=request.compile_timeout_s,
                             run_timeout_s=request.run_timeout_s, seed=request.seed,
                             timing=TimingOptions(target_ms=request.timing_target_ms, slow_factor=request.slow_factor),
-                            compile_timeout_factor=request.compile_timeout_factor)
+                            compile_timeout_factor=request.compile_timeout_factor, log_root=f"{request.db}.logs")
 
     return task, cache, make_evaluator, request.db
 

@@ -7,7 +7,13 @@ differ between Triton versions and some arrive only as text from another process
 
 from __future__ import annotations
 
-from autotune.types import Status
+import re
+import signal
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+from autotune.types import Result, Status
 
 _OUT_OF_RESOURCES = (
     "outofresources", "out of resource", "too many resources requested", "cuda out of memory",
@@ -54,3 +60,55 @@ def short_error(error: BaseException | str, limit: int = 600) -> str:
         text = str(error)
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def exit_description(code: int | None) -> str:
+    """How a process ended, in words: 'killed by SIGABRT' reads (and groups) apart from 'exit code 3'."""
+    if code is None:
+        return "exit code unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    """Failures with the same status and, numbers aside, the same reason."""
+
+    status: str
+    reason: str  # the first member's first line
+    count: int
+
+
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[-+]?\d+(\.\d+)?([eE][-+]?\d+)?")
+REASON_LIMIT = 200  # characters of a reason shown
+
+
+def failure_groups(results: Iterable[Result]) -> list[FailureGroup]:
+    """The failed results grouped by status and first line of their error, numbers masked (a
+    relative error, a size, a line number differ between configs that failed alike); the
+    largest group first.  The one grouping behind a session's per-generation lines and
+    `autotune show`."""
+    counts: Counter = Counter()
+    reasons: dict[tuple[str, str], str] = {}
+    for result in results:
+        if not result.status.failed:
+            continue
+        first = (result.error or "").strip().split("\n", 1)[0].strip() or "(no reason recorded)"
+        key = (result.status.value, _NUMBER.sub("N", first))
+        counts[key] += 1
+        reasons.setdefault(key, first)
+    ranked = sorted(reasons, key=lambda key: -counts[key])  # stable: ties in the order first seen
+    return [FailureGroup(status, reasons[(status, masked)], counts[(status, masked)]) for status, masked in ranked]
+
+
+def failure_lines(results: Iterable[Result], indent: str = "  ") -> list[str]:
+    """One line per failure group: '  3 x crash: worker process died during compile (...)'."""
+    lines = []
+    for group in failure_groups(results):
+        reason = group.reason if len(group.reason) <= REASON_LIMIT else group.reason[:REASON_LIMIT - 3] + "..."
+        lines.append(f"{indent}{group.count} x {group.status}: {reason}")
+    return lines

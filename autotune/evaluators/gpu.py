@@ -22,23 +22,29 @@ Deadlines: `compile_timeout_s` from dispatch until 'compiled' (tightened to 10x 
 median compile time once 16 configs compiled: see compile_deadline.py), `run_timeout_s` from the grant
 until 'ran', `bench_timeout_s` per benchmark; waiting for a grant has none (that wait is
 ours).  A worker that hangs is killed and one that dies is replaced; the config is recorded
-with the matching status and the session goes on.  Results stream: failures at once, the
-others once timed.
+with the matching status and the session goes on; a config in flight when its process died is
+tried again in a fresh one (gpu_generation.MAX_ATTEMPTS).  Baselines are timed in a fresh
+benchmark process, never in one that timed configs.  What workers write to fd 1 and 2 is
+captured, never shown: a failing config's goes into its error and `<db>.logs/<session>/`
+(worker_output.py).  Results stream: failures at once, the others once timed.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from autotune.evaluators.compile_ahead import COMPILE_AHEAD, Ahead, Guess
 from autotune.evaluators.compile_deadline import CompileDeadline
+from autotune.evaluators.failures import exit_description
 from autotune.evaluators.gpu_generation import Generation, drop_ahead, result_from_reply
 from autotune.evaluators.gpu_process import (SETTING_UP, Worker, WorkerSetupError, wait_all_ready,
                                              worker_context)
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main
 from autotune.evaluators.timing import Timing, TimingOptions
+from autotune.evaluators.worker_output import WorkerOutput
 from autotune.types import Candidate, Result, Status
 
 BASELINE_TIMEOUT_S = 600.0  # torch.compile's first call compiles with inductor
@@ -64,7 +70,7 @@ class GPUEvaluator:
                  run_timeout_s: float = 30.0, bench_timeout_s: float = 60.0, seed: int = 0,
                  timing: TimingOptions = TimingOptions(), compile_timeout_factor: float = 10.0,
                  compile_target: Callable = compile_worker_main, bench_target: Callable = bench_worker_main,
-                 compile_ahead: bool | None = None) -> None:
+                 compile_ahead: bool | None = None, log_root: Path | str | None = None) -> None:
         self.description = f"measuring on {device_name}"
         self.compile_deadline = CompileDeadline(compile_timeout_s, factor=compile_timeout_factor)
         self.run_timeout_s = run_timeout_s
@@ -92,8 +98,11 @@ class GPUEvaluator:
         self.compiles_ahead = COMPILE_AHEAD if compile_ahead is None else compile_ahead
         self.ahead = Ahead()
         # The targets are parameters so tests can drive this orchestration with fake workers.
-        self._compilers = [Worker(ctx, compile_target, init, f"compile-{i}", gated=True) for i in range(count)]
-        self._bench = Worker(ctx, bench_target, init, "bench")
+        # `log_root` (`<db>.logs`): where failing configs' output is filed, per session.
+        self.output = WorkerOutput(Path(log_root) if log_root is not None else None)
+        self._compilers = [Worker(ctx, compile_target, init, f"compile-{i}", gated=True,
+                                  output_dir=self.output.folder) for i in range(count)]
+        self._bench = Worker(ctx, bench_target, init, "bench", output_dir=self.output.folder)
         for worker in [*self._compilers, self._bench]:
             worker.start()  # they import torch and bind in parallel
         try:
@@ -114,12 +123,17 @@ class GPUEvaluator:
         # that needs it, like a smoke run.
 
     # -- the protocol --------------------------------------------------------------
+    def session_started(self, session_id: int) -> None:
+        """The session's id: its failing configs' output is filed under `<log_root>/<session_id>/`."""
+        self.output.session_started(session_id)
+
     def evaluate(self, candidates: Sequence[Candidate], guess: Guess | None = None) -> Iterator[Result]:
         compile_s = self.compile_deadline.seconds()
         generation = Generation(self._compilers, self._bench, list(candidates), compile_timeout_s=compile_s,
                                 run_timeout_s=self.run_timeout_s, bench_timeout_s=self.bench_timeout_s,
                                 compile_timeout_note=self.compile_deadline.describe(compile_s),
-                                ahead=self.ahead, guess=guess if self.compiles_ahead else None)
+                                ahead=self.ahead, guess=guess if self.compiles_ahead else None,
+                                output=self.output)
         for result in generation.results():
             self.compile_deadline.observe(result)
             yield result
@@ -127,6 +141,8 @@ class GPUEvaluator:
     def baselines(self) -> dict[str, Result]:
         """The kernel's library baselines and a device-to-device copy of the input (the bandwidth ceiling)."""
         drop_ahead(self.ahead, self._compilers)  # the search is over: no generation follows
+        # A fresh process: one that timed configs may have been left in any state by them.
+        self._bench.restart()
         results = {}
         for name in self._baseline_names:
             reply = self._request(("baseline", name, name), BASELINE_TIMEOUT_S)
@@ -161,6 +177,7 @@ class GPUEvaluator:
         deadline = time.monotonic() + CLOSE_WAIT_S  # one wait for all, not one per worker
         for worker in workers:
             worker.stop(timeout=max(0.0, deadline - time.monotonic()))
+        self.output.close()
 
     # -- one request at a time, when no generation is in flight (baselines, re-timing) ----------
     def _settle_compilers(self) -> None:
@@ -181,16 +198,17 @@ class GPUEvaluator:
             self._bench.wait_ready()
         except WorkerSetupError as error:
             return {"status": Status.CRASH.value, "error": str(error)}
+        self.output.begin(request[1], self._bench)  # what it writes from here on is this request's
         started = time.monotonic()
         try:
             self._bench.conn.send(request)
             answered = self._bench.conn.poll(timeout_s)
             reply = self._bench.conn.recv() if answered else None
         except (EOFError, OSError):
-            code = self._bench.process.exitcode if self._bench.process else None
+            code = self._bench.exit_code()
             self._bench.restart()
             return {"status": Status.CRASH.value, "bench_s": time.monotonic() - started,
-                    "error": f"benchmark process died (exit code {code})"}
+                    "error": f"benchmark process died ({exit_description(code)})"}
         if reply is None:
             self._bench.restart()
             return {"status": Status.RUN_TIMEOUT.value, "bench_s": time.monotonic() - started,

@@ -10,19 +10,28 @@ since a killed process would hold it forever.
 Beside its own configs, a generation may compile the next generation's likely configs on the
 compile workers its slowest compiles leave idle, and starts with those compiled ahead for it
 (compile_ahead.py).
+
+A process that dies (an abort, a segfault, a CUDA context it could not keep) costs only the
+config it was busy with, which is tried again in a fresh process: the death may not be its own
+(the benchmark worker builds the next config while it times the current one, and a retried
+config is timed without that).  A config whose every one of MAX_ATTEMPTS attempts killed its
+process is recorded `crash` with the reason.  What the workers write to fd 1 and 2 is read
+back per config (worker_output.py).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Iterator, Sequence
 
 from autotune.evaluators.compile_ahead import Ahead, AheadJob, Guess
+from autotune.evaluators.failures import exit_description
 from autotune.evaluators.gpu_process import BOOTED, BOOTING, READY, SETTING_UP, STOPPED, Worker, WorkerSetupError
+from autotune.evaluators.worker_output import WorkerOutput
 from autotune.types import Candidate, Result, Status
 
 COMPILE, WAITING, RUN = "compile", "waiting", "run"  # a compile job's stages
@@ -31,6 +40,7 @@ BENCH_DRAIN_S = 2.0  # an abandoned benchmark's reply is awaited this long befor
 # AUTOTUNE_BUILD_AHEAD=0: the benchmark worker builds each config only when asked to time it
 # (the behaviour before building ahead, for measuring what building ahead gains).
 BUILD_AHEAD = os.environ.get("AUTOTUNE_BUILD_AHEAD", "1") != "0"
+MAX_ATTEMPTS = 2  # a config whose process died is tried again in a fresh one, this many times in all
 
 
 @dataclass
@@ -40,6 +50,7 @@ class _Job:
     deadline: float | None  # none while it waits for its grant: the wait is ours, not the config's
     compile_s: float | None = None
     generated: Any = None  # where its compile left the generated host function (generated_module.py)
+    retry: bool = False  # its benchmark process died: timed alone, with no other config built meanwhile
 
 
 @dataclass
@@ -48,6 +59,7 @@ class _BenchJob:
     compile_s: float | None
     started: float
     deadline: float
+    ran: _Job | None = None  # the job it came from, queued again if the process dies under it
 
 
 def result_from_reply(key: str, reply: dict[str, Any], compile_s: float | None) -> Result:
@@ -65,7 +77,8 @@ class Generation:
 
     def __init__(self, compilers: Sequence[Worker], bench: Worker, candidates: Sequence[Candidate], *,
                  compile_timeout_s: float, run_timeout_s: float, bench_timeout_s: float,
-                 compile_timeout_note: str = "", ahead: Ahead | None = None, guess: Guess | None = None) -> None:
+                 compile_timeout_note: str = "", ahead: Ahead | None = None, guess: Guess | None = None,
+                 output: WorkerOutput | None = None) -> None:
         self.compilers, self.bench = list(compilers), bench
         self.timeouts = {COMPILE: compile_timeout_s, RUN: run_timeout_s}
         self.notes = {COMPILE: compile_timeout_note, RUN: ""}  # why the deadline is what it is
@@ -85,14 +98,37 @@ class Generation:
         self.known: list[Result] = []  # this generation's results so far
         self.guessed = False
         self.complete = False
+        self.attempts: Counter = Counter()  # key -> attempts its process died under
+        self.output = output  # where the workers' fd 1 and 2 go, read back per config
+
+    def _begin(self, key: str, worker: Worker) -> None:
+        if self.output is not None:
+            self.output.begin(key, worker)
+
+    def _end(self, key: str, worker: Worker) -> None:
+        if self.output is not None:
+            self.output.end(key, worker)
+
+    def _another_attempt(self, key: str) -> bool:
+        """Its process died under it: whether it is tried again (in a fresh process)."""
+        self.attempts[key] += 1
+        return self.attempts[key] < MAX_ATTEMPTS
+
+    def _attempts_text(self, key: str) -> str:
+        n = self.attempts[key]
+        return f"; {n} attempts, each in a fresh process" if n > 1 else ""
 
     def results(self) -> Iterator[Result]:
         try:
             for result in self._run():
+                if self.output is not None:
+                    result = self.output.attach(result)
                 self.known.append(result)
                 yield result
         finally:  # also when the caller stopped early (time budget, Ctrl-C)
             self._abandon()
+            if self.output is not None:
+                self.output.forget()
 
     def _run(self) -> Iterator[Result]:
         yield from self._take_over_ahead()
@@ -148,8 +184,9 @@ class Generation:
             return  # booting: its conn is watched
         ran = self.to_bench.popleft()
         # the config timed after this one, if known: the worker builds it while the GPU times this one
-        after = self.to_bench[0] if self.to_bench and BUILD_AHEAD else None
+        after = self.to_bench[0] if self.to_bench and BUILD_AHEAD and not ran.retry else None
         upcoming = (after.candidate.key, dict(after.candidate.native), after.generated) if after else None
+        self._begin(ran.candidate.key, self.bench)  # before it is sent: the worker writes at once
         try:
             self.bench.conn.send(("config", ran.candidate.key, dict(ran.candidate.native), upcoming, ran.generated))
         except OSError:  # it died while idle: replace it, the config waits
@@ -157,7 +194,7 @@ class Generation:
             self.to_bench.appendleft(ran)
             return
         now = time.monotonic()
-        self.bench_job = _BenchJob(ran.candidate, ran.compile_s, now, now + self.bench_timeout_s)
+        self.bench_job = _BenchJob(ran.candidate, ran.compile_s, now, now + self.bench_timeout_s, ran)
 
     # -- compile workers ---------------------------------------------------------------------
     def _tend_compilers(self) -> Iterator[Result]:
@@ -187,6 +224,7 @@ class Generation:
 
     def _dispatch(self, index: int, candidate: Candidate) -> None:
         worker = self.compilers[index]
+        self._begin(candidate.key, worker)  # before it is sent: the worker writes at once
         try:
             worker.conn.send((candidate.key, dict(candidate.native)))
         except OSError:  # it died while idle: replace it and retry the candidate
@@ -208,6 +246,7 @@ class Generation:
             self.to_grant.append(index)
         elif kind == "ran":
             self._drop(index)
+            self._end(job.candidate.key, worker)
             self.to_bench.append(job)
         elif kind == "failed":
             self._drop(index)
@@ -224,11 +263,15 @@ class Generation:
 
     def _died(self, index: int) -> Iterator[Result]:
         job, worker = self._drop(index), self.compilers[index]
-        code = worker.process.exitcode if worker.process else None
+        code = worker.exit_code()
         worker.restart()
+        key = job.candidate.key
+        if self._another_attempt(key):
+            self.pending.appendleft(job.candidate)  # compiled again, in the fresh process
+            return
         during = "while waiting to run" if job.stage == WAITING else f"during {job.stage}"
-        yield Result(key=job.candidate.key, status=Status.CRASH, compile_s=job.compile_s,
-                     error=f"worker process died {during} (exit code {code})")
+        yield Result(key=key, status=Status.CRASH, compile_s=job.compile_s,
+                     error=f"worker process died {during} ({exit_description(code)}){self._attempts_text(key)}")
 
     def _drop(self, index: int) -> _Job:
         if index in self.to_grant:
@@ -241,25 +284,34 @@ class Generation:
             return
         try:
             self.bench.poll()
-        except WorkerSetupError as error:  # the next config to time pays; the next attempt restarts it
-            if self.to_bench:
+        except WorkerSetupError as error:  # the next config to time pays, once it has no attempt left
+            if self.to_bench and not self._another_attempt(self.to_bench[0].candidate.key):
                 ran = self.to_bench.popleft()
-                yield Result(key=ran.candidate.key, status=Status.CRASH, compile_s=ran.compile_s, error=str(error))
+                key = ran.candidate.key
+                yield Result(key=key, status=Status.CRASH, compile_s=ran.compile_s,
+                             error=f"{error}{self._attempts_text(key)}")
 
-    def _on_bench_reply(self) -> Result:
+    def _on_bench_reply(self) -> Result | None:
+        """The benchmark's result; None where its process died and the config is queued again."""
         job, self.bench_job = self.bench_job, None
         assert job is not None
+        key = job.candidate.key
         try:
             reply = self.bench.conn.recv()
         except (EOFError, OSError):
-            code = self.bench.process.exitcode if self.bench.process else None
+            code = self.bench.exit_code()
             self.bench.restart()
+            if job.ran is not None and self._another_attempt(key):
+                job.ran.retry = True
+                self.to_bench.appendleft(job.ran)
+                return None
             reply = {"status": Status.CRASH.value, "bench_s": time.monotonic() - job.started,
-                     "error": f"benchmark process died (exit code {code})"}
+                     "error": f"benchmark process died ({exit_description(code)}){self._attempts_text(key)}"}
         else:
+            self._end(key, self.bench)
             if reply.get("status") == Status.CRASH.value or not self.bench.alive():
                 self.bench.restart()  # it exits after a crash: never send it the next config
-        return result_from_reply(job.candidate.key, reply, job.compile_s)
+        return result_from_reply(key, reply, job.compile_s)
 
     # -- waiting, deadlines, early stop ----------------------------------------------------------
     def _wait(self) -> set[Any]:
@@ -287,7 +339,9 @@ class Generation:
                       and self.compilers[i].conn in ready]:
             self._on_ahead_message(index)
         if self.bench_job is not None and self.bench.conn in ready:
-            yield self._on_bench_reply()
+            result = self._on_bench_reply()
+            if result is not None:
+                yield result
 
     def _expire(self) -> Iterator[Result]:
         now = time.monotonic()

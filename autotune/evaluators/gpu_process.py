@@ -119,11 +119,36 @@ def warm_workers() -> None:
     worker_context()
 
 
-def _run_in_environment(environment: dict[str, str], target: Callable, *args: Any) -> Any:
-    """A worker's entry point: the parent's environment of now (a fork server's is older), then the target."""
+def _run_in_environment(environment: dict[str, str], output: str | None, target: Callable, *args: Any) -> Any:
+    """A worker's entry point: the parent's environment of now (a fork server's is older), its
+    output captured (`capture_output`), then the target."""
     os.environ.clear()
     os.environ.update(environment)
+    if output is not None:
+        capture_output(output)
     return target(*args)
+
+
+def capture_output(path: str) -> None:
+    """Send this process's file descriptors 1 and 2 to `path`, which the parent reads back per
+    config (worker_output.py).  At the descriptor level, not sys.stdout alone: Triton's and
+    MLIR's C++ code (an assertion, a module dump) and the tools it starts write to them directly,
+    and would otherwise fill the user's terminal."""
+    import sys
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for stream, number in ((sys.stdout, 1), (sys.stderr, 2)):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+        os.dup2(fd, number)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        try:  # Python's own writes reach the file before the worker's next reply
+            stream.reconfigure(line_buffering=True, write_through=True)
+        except (AttributeError, OSError, ValueError):
+            pass
 
 
 class WorkerSetupError(RuntimeError):
@@ -133,8 +158,13 @@ class WorkerSetupError(RuntimeError):
 class Worker:
     """One child process and the pipe to it; restarted transparently after a kill or crash."""
 
-    def __init__(self, ctx: Any, target: Callable, init: Any, name: str, *, gated: bool = False) -> None:
+    def __init__(self, ctx: Any, target: Callable, init: Any, name: str, *, gated: bool = False,
+                 output_dir: Path | None = None) -> None:
         self._ctx, self._target, self._init, self.name, self.gated = ctx, target, init, name, gated
+        # Where each of its processes writes fd 1 and 2 (one file per process; None: the terminal).
+        self.output_dir = output_dir
+        self.output: Path | None = None
+        self._started = 0
         self.process: Any = None
         self.conn: Connection | None = None
         self.state = STOPPED
@@ -143,8 +173,10 @@ class Worker:
 
     def start(self) -> None:
         parent, child = self._ctx.Pipe()
-        self.process = self._ctx.Process(target=_run_in_environment, args=(dict(os.environ), self._target, child, self._init),
-                                         name=self.name, daemon=True)
+        self._started += 1
+        self.output = self.output_dir / f"{self.name}.{self._started}.txt" if self.output_dir is not None else None
+        args = (dict(os.environ), str(self.output) if self.output else None, self._target, child, self._init)
+        self.process = self._ctx.Process(target=_run_in_environment, args=args, name=self.name, daemon=True)
         self.process.start()
         child.close()
         self.conn, self.state, self.since = parent, BOOTING, time.monotonic()
@@ -164,12 +196,12 @@ class Worker:
             try:
                 message = self.conn.recv()
             except (EOFError, OSError):
-                self._fail(f"{self.name} died while starting (exit code {self._exit_code()})")
+                self._fail(f"{self.name} died while starting (exit code {self.exit_code()})")
             self._on_boot_message(message)
             if self.state == READY:
                 return READY
         if not self.alive():
-            self._fail(f"{self.name} died while starting (exit code {self._exit_code()})")
+            self._fail(f"{self.name} died while starting (exit code {self.exit_code()})")
         if self.state != BOOTED and time.monotonic() - self.since > SETUP_TIMEOUT_S:
             self._fail(f"{self.name} did not start within {SETUP_TIMEOUT_S:.0f} s")
         return self.state
@@ -180,7 +212,7 @@ class Worker:
         try:
             self.conn.send(("setup",))
         except OSError:
-            self._fail(f"{self.name} died while starting (exit code {self._exit_code()})")
+            self._fail(f"{self.name} died while starting (exit code {self.exit_code()})")
         self.state, self.since = SETTING_UP, time.monotonic()
 
     def wait_ready(self, timeout: float = SETUP_TIMEOUT_S) -> None:
@@ -221,6 +253,16 @@ class Worker:
                 pass
         self.kill()
 
+    def output_mark(self) -> tuple[Path, int] | None:
+        """Where this process's output stands now: (its file, the size so far), for reading back
+        what it writes from here on (None where output is not captured)."""
+        if self.output is None:
+            return None
+        try:
+            return self.output, self.output.stat().st_size
+        except OSError:  # not written yet
+            return self.output, 0
+
     def has_context(self) -> bool:
         """Its CUDA context exists: it said so while setting up ("phase", "context_s", s), or it is ready."""
         return self.state == READY or CONTEXT_PHASE in self.setup_phases
@@ -236,7 +278,7 @@ class Worker:
         else:  # ("setup_failed", text)
             self._fail(f"{self.name} could not set up: {message[1]}")
 
-    def _exit_code(self) -> int | None:
+    def exit_code(self) -> int | None:
         if self.process is None:
             return None
         self.process.join(timeout=1.0)  # its pipe closes just before it is reaped
