@@ -98,8 +98,9 @@ def _fill(path: Path, folders: list[Path], wanted: str, *, quiet: bool) -> dict[
     total = sum(manifest(f)["files"][f"{t}.parquet"]["rows"] for f in folders for t in TABLES)
     conn = sqlite3.connect(path, isolation_level=None)
     counts = dict.fromkeys(TABLES, 0)
-    progress = Progress(TextColumn("building {task.fields[target]}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                        TimeElapsedColumn(), console=Console(stderr=True), disable=quiet, transient=True)
+    progress = Progress(TextColumn("building {task.fields[target]}"), BarColumn(),
+                        TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), console=Console(stderr=True),
+                        disable=quiet or not sys.stderr.isatty(), transient=True)  # a bar on a terminal only
     try:
         conn.execute("PRAGMA journal_mode=OFF")
         conn.execute("PRAGMA synchronous=OFF")
