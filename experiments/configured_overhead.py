@@ -33,12 +33,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPORTS = Path(__file__).resolve().parent / "reports"
-SHAPES = {"exact": ((4096, 8192), "float16"), "nearest": ((4000, 8192), "float16"), "default": ((4096, 8192), "bfloat16")}
+SHAPES = {"exact": ((4096, 8192), "float16"), "nearest": ((4000, 8192), "float16"),
+          "default": ((4096, 8192), "bfloat16")}
 GPU_SHAPES = {"exact": ((2048, 4096), "float16"), "nearest": ((2048, 4000), "float16"),
               "default": ((2048, 4096), "bfloat16")}
 
 
-def per_call_ns(fn: Callable[[], Any], calls: int, repeats: int, sync: Callable[[], None] = lambda: None) -> list[float]:
+def per_call_ns(fn: Callable[[], Any], calls: int, repeats: int,
+                sync: Callable[[], None] = lambda: None) -> list[float]:
     """Nanoseconds per call of `fn`, once per repeat, over `calls` back-to-back calls."""
     out = []
     for _ in range(repeats):
@@ -174,8 +176,8 @@ def markdown(data: dict[str, Any]) -> str:
              "", f"{data['calls']} calls per sample, {data['repeats']} samples per contender taken in turns; "
              "the best sample (the cost with the least interference from other processes; medians in the JSON).  "
              f"Python {machine['python']}, torch {machine['torch']}, {machine['cpu']}.", ""]
-    header = ["pick", "bare (ns/call)", "configured (ns/call)", "overhead (ns)"] + ([] if gpu else ["former (ns/call)",
-                                                                                                     "former overhead (ns)"])
+    header = ["pick", "bare (ns/call)", "configured (ns/call)", "overhead (ns)"]
+    header += [] if gpu else ["former (ns/call)", "former overhead (ns)"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for how, row in data["rows"].items():
         cells = [how, f"{row['bare']:.0f}", f"{row['configured']:.0f}", f"{row['configured'] - row['bare']:.0f}"]

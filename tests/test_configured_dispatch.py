@@ -56,7 +56,8 @@ def _args(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> tuple[t
     return torch.empty(shape, dtype=dtype, device="meta"), torch.empty(shape[1:], dtype=dtype, device="meta")
 
 
-@pytest.mark.parametrize("shape, dtype, how", [(RECORDED, torch.float32, "exact"), ((64, 200), torch.float32, "nearest"),
+@pytest.mark.parametrize("shape, dtype, how", [(RECORDED, torch.float32, "exact"),
+                                               ((64, 200), torch.float32, "nearest"),
                                                (RECORDED, torch.float16, "default")])
 def test_after_the_first_call_nothing_but_the_lookup_runs(fast: Counted, monkeypatch, shape, dtype, how) -> None:
     args = _args(shape, dtype)

@@ -75,7 +75,8 @@ def _config(block: int) -> dict:
 def _table(kernel, *entries: tuple[tuple[int, ...], int, str], path: Path | None = None) -> Path:
     table = ConfigTable(kernel=kernel.name, family=kernel.family, source_hash=kernel.source_hash(),
                         code_hash=kernel_code_hash(kernel),
-                        entries=[Entry(shape, "float32", _config(block), 1.0, device=gpu) for shape, block, gpu in entries])
+                        entries=[Entry(shape, "float32", _config(block), 1.0, device=gpu)
+                                 for shape, block, gpu in entries])
     path = path or Path(kernel.locator.split(":")[0]).with_suffix(".json")
     table.save(path)
     return path
@@ -145,12 +146,25 @@ def test_identity_survives_comments_and_reformatting(scale, tmp_path: Path, runn
         configured(changed, table=path)
 
 
-def test_a_table_of_another_kernel_is_refused(scale, tmp_path: Path, capsys) -> None:
+def test_a_table_of_another_kernel_is_refused(scale, tmp_path: Path) -> None:
     other = _kernel(tmp_path, "other", KERNEL.replace('name="scale"', 'name="softmax"'))
     path = _table(other, (SHAPE, 32, A))
     with pytest.raises(UserError, match=r"holds configs of softmax \(triton\), not of scale") as refused:
         configured(scale, table=path)
     assert "\n" not in str(refused.value)
+
+
+def test_a_frozen_rule_holds_one_gpus_configs(scale) -> None:
+    from autotune.export import ExportError
+
+    from dataclasses import replace
+
+    table = ConfigTable.load(_table(scale, (SHAPE, 32, A), (SHAPE, 128, B)))
+    for write in (table.to_python, lambda: replace(table, family="helion").to_helion_aot("launch")):
+        with pytest.raises(ExportError, match=f"measured on 2 GPUs .*{A}.*--device"):
+            write()
+    table.entries = [e for e in table.entries if e.device == A]
+    assert "'BLOCK': 32" in table.to_python()
 
 
 def test_an_empty_table_warns_once(scale, running_on) -> None:
