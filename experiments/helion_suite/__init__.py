@@ -1,0 +1,1 @@
+"""Helion's own example kernels, tuned as a user would tune them (see README.md)."""
