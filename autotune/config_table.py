@@ -160,13 +160,15 @@ class ConfigTable:
             try:
                 for record in cache.find_spaces(kernel.name):
                     if record.device == "cpu" or (device is not None and record.device != device):
+                        if record.device == "cpu" and record.source_hash == source:  # the interpreter's, say so
+                            count = _best_timed(cache, record.fingerprint)[1]
+                            table.skipped[INTERPRETED] = table.skipped.get(INTERPRETED, 0) + count
                         continue  # never timed on a GPU, or another GPU than asked
                     if record.source_hash != source and code not in _recorded_code_hashes(cache, record.fingerprint):
                         table.skipped[OTHER_SOURCE] = table.skipped.get(OTHER_SOURCE, 0) + 1
                         continue
                     found, interpreted = _best_timed(cache, record.fingerprint)
-                    if interpreted:
-                        table.skipped[INTERPRETED] = table.skipped.get(INTERPRETED, 0) + interpreted
+                    table.skipped[INTERPRETED] = table.skipped.get(INTERPRETED, 0) + interpreted
                     if found is None:
                         continue
                     config, median_ms, session = found
@@ -178,6 +180,7 @@ class ConfigTable:
             finally:
                 cache.close()
         table.entries = sorted(best.values(), key=lambda e: (e.dtype, e.shape, e.device))
+        table.skipped = {why: count for why, count in table.skipped.items() if count}
         table.origin = ", ".join(dict.fromkeys(read)) or " nor ".join(str(p) for p in paths)
         return table
 

@@ -175,12 +175,12 @@ class ConfiguredKernel:
             self._warn_once("source", f"{name}: {other} recorded shape(s) in {table.origin} were tuned for another "
                             "version of its code and are not used (tune again to serve this code)",
                             SourceMismatchWarning)
-        if table.skipped.get(INTERPRETED):
+        if table.skipped.get(INTERPRETED) and table.entries:
             self._warn_once("interpreter", f"{name}: {table.skipped[INTERPRETED]} interpreter session(s) left out: "
                             "they check accuracy, their times are not GPU timings", ConfigWarning)
         if not table.entries:
-            self._warn_once("empty", f"{name}: no tuned config in {table.origin or 'the table'}; every call runs "
-                            "the compiler's default config", EmptyTableWarning)
+            self._warn_once("empty", f"{name}: no tuned config in {table.origin or 'the table'}"
+                            f"{table.skipped_note()}; every call runs the compiler's default config", EmptyTableWarning)
 
     def _warn_pick(self, pick: Pick, here: str) -> None:
         name = self.kernel.name

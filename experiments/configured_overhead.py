@@ -136,7 +136,7 @@ def gpu_run(calls: int, repeats: int) -> dict[str, Any]:
     from autotune.device import device_name
 
     warnings.simplefilter("ignore", autotune.config_table.OtherGpuWarning)
-    fast = autotune.configured("examples/rms_norm.py:rms_norm", fallback="any-gpu")
+    fast = autotune.configured("examples/rms_norm.py:kernel", fallback="any-gpu")
     rows = {}
     for how, (shape, dtype) in GPU_SHAPES.items():
         x = torch.randn(shape, dtype=getattr(torch, dtype), device="cuda")

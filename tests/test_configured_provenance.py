@@ -220,6 +220,10 @@ def test_interpreter_sessions_are_not_timings(scale, tmp_path: Path, running_on)
     with pytest.warns(ConfigWarning, match="1 interpreter session.*not GPU timings") as caught:
         fast = configured(scale, db=db, shipped=None)
     assert len(caught) == 1 and _ran(fast) == 32
+    cpu_only = tmp_path / "interpreted.db"
+    _record(cpu_only, scale, gpu="cpu", mode="interpret", block=128, ms=0.5)  # a machine without a GPU
+    with pytest.warns(EmptyTableWarning, match="no tuned config .*left out: 1 interpreter session.*not GPU timings"):
+        assert _ran(configured(scale, db=cpu_only, shipped=None)) == 64
 
 
 def test_export_refuses_interpreter_sessions(scale, tmp_path: Path, capsys) -> None:
