@@ -96,3 +96,13 @@ def test_compiled_for_before_any_call(fast: Counted) -> None:
 def test_a_call_without_a_tensor_says_so(fast: Counted) -> None:
     with pytest.raises(TypeError, match="without a tensor"):
         fast(3, 4)
+
+
+def test_the_overhead_experiment_reports_every_pick(tmp_path) -> None:
+    from experiments.configured_overhead import cpu_run, markdown, write
+
+    data = cpu_run(calls=20, repeats=2)
+    assert set(data["rows"]) == {"exact", "nearest", "default"}
+    assert all(row["configured"] > 0 and row["bare"] > 0 for row in data["rows"].values())
+    report = write(data, tmp_path)
+    assert report.read_text() == markdown(data) and "| nearest |" in report.read_text()
