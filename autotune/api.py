@@ -93,7 +93,7 @@ class TuneResult:
 
 
 def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int] | str | None = None,
-         dtype: Any = None, strategy: str = "random", budget: int | None = None, seconds: float | None = None,
+         dtype: Any = None, strategy: str = "auto", budget: int | None = None, seconds: float | None = None,
          seed: int = 0, seed_from: str = "default", configs: Sequence[Mapping[str, Any]] = (),
          db: str | Path = "user.db", shipped: str | Path | None = "cache.db", replay: bool = False,
          interpret: bool = False,

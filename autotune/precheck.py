@@ -54,7 +54,7 @@ def check_tune(args: argparse.Namespace) -> tuple[tuple[str, Any], ...]:
     from autotune.kernel_loader import check_kernel_name
 
     check_kernel_name(args.kernel)
-    if args.strategy not in strategy_names():
+    if args.strategy not in strategy_names(retired=True):  # a retired preset still runs by name
         raise UserError(f"unknown strategy {args.strategy!r} (known: {', '.join(strategy_names())})")
     check_task(args.kernel, args.shape, args.dtype)
     budget = args.budget if args.budget is not None or args.seconds is not None else 60

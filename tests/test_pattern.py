@@ -89,3 +89,19 @@ def test_bad_options_are_refused():
 def test_a_strategy_source_names_its_module_text():
     assert strategy_source("pattern") != strategy_source("evolution")
     assert strategy_source("pattern") == strategy_source("pattern")
+
+
+def test_a_presets_source_is_the_walks_with_its_options_not_the_preset_tables_text():
+    """A preset's recorded hash covers the walk's module, the line look's values and its own
+    options: two presets differ, and retiring one or re-choosing `auto` (the table's text) leaves
+    the others' hashes, and so their runs' lineage, as they were."""
+    import inspect
+
+    from autotune.strategies import pattern, pattern_line_look
+    from autotune.strategies.pattern_presets import PRESETS
+    from search_spaces.fingerprint import source_hash
+
+    walk = inspect.getsource(pattern) + inspect.getsource(pattern_line_look)
+    for name, options in PRESETS.items():
+        assert strategy_source(name) == source_hash(walk + repr(options)), name
+    assert len({strategy_source(name) for name in PRESETS}) == len(PRESETS)

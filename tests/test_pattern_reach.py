@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.options import check_options
-from autotune.strategies.pattern_full import FullPatternSearch
+from autotune.strategies.pattern_presets import FullPatternSearch
 from autotune.strategies.pattern_line_look import NOISE_FLOOR
-from autotune.strategies.pattern_lines import LinesPatternSearch
-from autotune.strategies.pattern_orders import START_ACROSS
-from autotune.strategies.pattern_reach import ReachPatternSearch
+from autotune.strategies.pattern_presets import LinesPatternSearch
+from autotune.strategies.pattern import START_ACROSS
+from autotune.strategies.pattern_presets import ReachPatternSearch
 from conftest import walk_until_done, walked_best_ms
 from test_pattern_lines import CHUNK_MS, uneven_chunks, uneven_time
 

@@ -9,8 +9,11 @@ import pytest
 
 from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.options import StrategyOptionError, check_options
-from autotune.strategies.pattern_reach import ReachPatternSearch
-from autotune.strategies.pattern_ties import PATHS, TIE_BAND, TiesPatternSearch
+from autotune.strategies.pattern_presets import ReachPatternSearch
+from autotune.strategies.pattern import TIE_BAND, PatternOptions
+from autotune.strategies.pattern_presets import TiesPatternSearch
+
+PATHS = PatternOptions().paths
 from conftest import timed, walk_until_done, walked_best_ms
 from search_spaces import Choice, PowerOfTwo, SearchSpace
 

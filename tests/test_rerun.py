@@ -19,7 +19,7 @@ from autotune.simulation import rerun
 from autotune.simulation.rerun import Rerun, rerun_session, sessions_of
 from autotune.strategies import get_strategy
 from autotune.strategies import lineage, strategy_source
-from autotune.strategies.pattern_full import FullPatternSearch
+from autotune.strategies.pattern_presets import FullPatternSearch
 from conftest import REPO, assert_one_line_error, hashed_cost, record_fake_session, run_main
 from search_spaces.space import params_key
 

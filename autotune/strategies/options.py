@@ -95,16 +95,21 @@ def _typed(kind: Any, value: Any) -> Any:
     raise TypeError(f"unknown option kind {kind!r}")
 
 
+# The pattern walk's options (`pattern.PatternOptions`), taken by `pattern`, each of its presets
+# and `auto` alike: a preset's name sets the fields its options set, `--option` the ones it names.
 _PATTERN = {"initial_population": Option(int, 1), "copies": Option(int, 1), "max_generations": Option(int, 1),
             "min_improvement": Option(float, 0.0), "max_neighbours": Option(int, 1, nullable=True),
             "radius": Option(int, 1), "explore": Option(str, choices=("stalled", "first")),
-            "restarts": Option(int, 0)}
+            "restarts": Option(int, 0), "look": Option(str, choices=("none", "ends", "full")),
+            "line_reach": Option(int, 0), "orders": Option(bool), "focus": Option(bool), "ties": Option(bool),
+            "paths": Option(int, 1)}
 _OPTUNA = {"n_startup_trials": Option(int, 0)}
 _HELION = {"effort": Option(str, choices=("quick", "full"))}
 
 #: strategy name -> option name -> Option.  Options a strategy gets from elsewhere are not here:
 #: the budget and task (every `from_task`), grid's names and sample (--grid, --grid-sample).
 OPTIONS: dict[str, dict[str, Option]] = {
+    "auto": _PATTERN,
     "evolution": {"population": Option(int, 2), "tournament": Option(int, 1),
                   "mutation": Option(float, 0.0, 1.0, nullable=True), "redraws": Option(int, 1),
                   "nearest": Option(float, 0.0, 1.0)},
@@ -120,7 +125,7 @@ OPTIONS: dict[str, dict[str, Option]] = {
     "pattern-lines": _PATTERN,
     "pattern-orders": _PATTERN,
     "pattern-reach": _PATTERN,
-    "pattern-ties": {**_PATTERN, "paths": Option(int, 1)},
+    "pattern-ties": _PATTERN,
     "random": {"screen": Option(str, choices=("footprint",))},
     "surrogate": {"initial_points": Option(int, 2)},
     "tpe": _OPTUNA,
