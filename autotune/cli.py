@@ -75,7 +75,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     tune.add_argument("kernel", nargs="?", help="a built-in kernel's name, or your own: path/to/file.py:NAME")
     tune.add_argument("--shape", help="e.g. 4096x32000")
     tune.add_argument("--dtype", default="float16")
-    tune.add_argument("--strategy", default="random")
+    tune.add_argument("--strategy", default="auto", help="search strategy (default: auto; an unknown name lists the others)")
     tune.add_argument("--budget", type=_positive_int, default=None, help="number of configs to evaluate")
     tune.add_argument("--seconds", type=_positive_float, default=None,
                       help="wall-clock budget of the search, counted once the evaluator is ready (its set-up, "
