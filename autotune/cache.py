@@ -93,10 +93,12 @@ class Cache:
         """
         path = Path(path)
         layer = Path(shipped) if shipped is not None and str(shipped) not in ("", "none") else None
-        if layer is not None:  # built from the batches beside it when missing or stale (autotune.store.build)
-            from autotune.store.build import ensure_current
+        from autotune.store.build import ensure_current
 
+        if layer is not None:  # built from the batches beside it when missing or stale (autotune.store.build)
             layer = ensure_current(layer)
+        if not create:  # the shipped data named as --db (data/shipped.db) is built the same way
+            path = ensure_current(path)
         if _is_build_product(path):  # a database built from batches is only ever read
             return cls._open_file(path, read_only=True)
         if layer is not None and (not layer.exists() or same_file(path, layer)):

@@ -41,7 +41,7 @@ class ExperimentOptions:
     workers: str | None = None  # spread whole jobs over a Dask cluster (see autotune.distributed)
     again: bool = False  # run jobs already recorded once more
     deadline_at: float | None = None  # time.monotonic() by which the run stops (see execute_jobs)
-    shipped: Path | None = Path("cache.db")  # the shipped measurements, read beside `db`
+    shipped: Path | None = Path("data/shipped.db")  # the shipped measurements, read beside `db`
     device: str | None = None  # a report: the GPU whose runs it reads (None: the study's choice)
 
 

@@ -216,7 +216,7 @@ def _share(part: float, whole: float) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, default=Path("cache.db"), help="the recorded runs (read only)")
+    parser.add_argument("--db", type=Path, default=Path("data/shipped.db"), help="the recorded runs (read only)")
     parser.add_argument("--strategy", default="pattern-ties", help="the cold arm's strategy whose runs are read")
     parser.add_argument("--out", type=Path, default=REPORT, help="where the report goes")
     parser.add_argument("--device", default=None, help="the GPU whose runs are read, as sessions name it (default: "

@@ -113,7 +113,7 @@ def report(db: Path, device: str | None = None) -> tuple[str | None, str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, default=Path("cache.db"))
+    parser.add_argument("--db", type=Path, default=Path("data/shipped.db"))
     parser.add_argument("--device", default=None,
                         help="the GPU whose sessions are read, as sessions name it (default: the only one recorded, "
                              "or the shipped data's among several)")

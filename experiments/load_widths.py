@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shape", default="1024x50257")
     parser.add_argument("--dtype", default="float16")
     parser.add_argument("--config", help="a JSON config (partial is fine) instead of the fastest recorded one")
-    parser.add_argument("--db", type=Path, default=REPO / "cache.db")
+    parser.add_argument("--db", type=Path, default=REPO / "data" / "shipped.db")
     args = parser.parse_args(argv)
     from autotune.kernels import UnknownKernel, get_kernel, parse_dtype, parse_shape
     from autotune.task import bind_live

@@ -103,7 +103,7 @@ def render(shapes: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--db", type=Path, default=Path("cache.db"), help="read with the shipped cache.db")
+    parser.add_argument("--db", type=Path, default=Path("data/shipped.db"), help="read with the shipped data")
     parser.add_argument("--out", type=Path, default=Path("experiments/reports"))
     args = parser.parse_args(argv)
     if not args.out.is_dir():

@@ -385,7 +385,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--db", type=Path, default=Path("formulations.db"), help="records here (default: %(default)s)")
-    parser.add_argument("--shipped", type=lambda t: None if t.lower() == "none" else Path(t), default=Path("cache.db"),
+    parser.add_argument("--shipped", type=lambda t: None if t.lower() == "none" else Path(t), default=Path("data/shipped.db"),
                         help="the shipped measurements, read beside --db ('none': --db alone)")
     parser.add_argument("--seconds", type=float, default=60.0, help="search seconds per session (default: %(default)s)")
     parser.add_argument("--cells", default=None, help="comma-separated substrings of cell names, e.g. rmsnorm,4096, "

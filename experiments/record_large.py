@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("name a part or give --status")
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
-    if not args.db.exists() and not Path("cache.db").exists():
+    if not args.db.exists() and not Path("data/shipped.db").exists():
         print(f"record_large: no database {args.db} (nor cache.db)", file=sys.stderr)
         return 2
     cache = open_for_reading(args.db)

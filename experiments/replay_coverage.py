@@ -135,7 +135,7 @@ def write_report(results: list[dict[str, Any]], args: argparse.Namespace, out: P
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shipped", type=Path, default=REPO / "cache.db", help="the shipped data, read only")
+    parser.add_argument("--shipped", type=Path, default=REPO / "data" / "shipped.db", help="the shipped data, read only")
     parser.add_argument("--strategies", default=STRATEGIES)
     parser.add_argument("--seeds", default="1,3")
     parser.add_argument("--budget", type=int, default=100)

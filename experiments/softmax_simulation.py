@@ -58,7 +58,7 @@ def parse_strategy(text: str) -> tuple[str, dict[str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", default="cache.db")
+    parser.add_argument("--db", default="data/shipped.db")
     parser.add_argument("--spaces", choices=sorted(SPACE_SETS), default="softmax")
     parser.add_argument("--strategies", default=STRATEGIES)
     parser.add_argument("--repeats", type=int, default=100)

@@ -69,7 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shapes", default="4096x32000,1024x50257", help="comma-separated shapes, run in turn")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--db", default="user.db", help="records here (read with the shipped cache.db)")
+    parser.add_argument("--db", default="user.db", help="records here (read with the shipped data)")
     parser.add_argument("--out", default="runs")
     parser.add_argument("--strategies", default="random,pattern,tpe,helion-lfbo")
     parser.add_argument("--budget", type=int, default=64)

@@ -147,7 +147,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--db", type=Path, default=REPO / "cache.db", help="the database read (default: cache.db)")
+    parser.add_argument("--db", type=Path, default=REPO / "data" / "shipped.db", help="the database read (default: the shipped data)")
     parser.add_argument("--shipped", default="none", help="shipped data read beside --db ('none': --db alone)")
     parser.add_argument("--device", default=None,
                         help="the GPU whose sessions are read, as sessions name it (default: the only one recorded, "
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cache.close()
     data = analyse(sessions, device=device)
-    command = ("python -m experiments.timing_budget" + ("" if args.db == REPO / "cache.db" else f" --db {args.db}")
+    command = ("python -m experiments.timing_budget" + ("" if args.db == REPO / "data" / "shipped.db" else f" --db {args.db}")
                + (f" --device {json.dumps(args.device)}" if args.device else ""))
     stem = report_stem(NAME, device)
     args.out.mkdir(parents=True, exist_ok=True)

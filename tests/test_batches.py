@@ -170,3 +170,14 @@ def test_the_shipped_batches_hold_every_row_of_cache_db():
 
     counts = check(REFERENCE, REPO / "data" / "batches")
     assert counts["evaluations"] == 194701 and counts["sessions"] == 1361 and counts["aliases"] == 175928
+
+
+def test_a_database_of_ones_own_where_the_build_would_go_is_never_replaced(data, triton_task, capsys):
+    mine = data / "shipped.db"  # recorded by hand beside the batches: not built from them
+    session = record_fake_session(triton_task, mine, strategy="random", budget=3)
+    assert store_build.ensure_current(mine, quiet=True) == mine
+    assert main(["sessions", "--db", str(mine), "--shipped", "none"]) == 0
+    assert "softmax-triton" in capsys.readouterr().out
+    cache = Cache.open(mine)
+    assert [s["id"] for s in cache.sessions()] == [session] and not cache.read_only
+    cache.close()

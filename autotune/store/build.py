@@ -55,12 +55,15 @@ def is_built(path: Path) -> bool:
 
 def ensure_current(path: Path, *, quiet: bool = False) -> Path:
     """Build `path` from the batches beside it when it is missing or they changed; returns `path`.
-    A path with no batches beside it is left alone (a plain database file)."""
+    A path with no batches beside it, or a database that was not built from batches, is left alone."""
     root = batches_of(path)
     if not batch_folders(root):
         return path
     wanted = digest(root)
-    if built_digest(path) == wanted:
+    current = built_digest(path)
+    if path.exists() and current is None:
+        return path  # a database of someone's own beside the batches: never replaced
+    if current == wanted:
         return path
     with _lock(path):
         if built_digest(path) != digest(root):  # another process may have built it meanwhile

@@ -440,8 +440,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     folder = Path(__file__).parent
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, default=Path("cache.db"), help="the recorded sessions")
-    parser.add_argument("--shipped", default="cache.db", help="read beside --db ('none': --db alone)")
+    parser.add_argument("--db", type=Path, default=Path("data/shipped.db"), help="the recorded sessions")
+    parser.add_argument("--shipped", default="data/shipped.db", help="read beside --db ('none': --db alone)")
     parser.add_argument("--out", type=Path, default=folder / "report",
                         help=f"where to write it (default: report/; report-<device>/ for a GPU other than {d.DEVICE})")
     parser.add_argument("--shapes", default="", help="comma-separated subset of the shapes")

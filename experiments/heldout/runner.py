@@ -61,7 +61,7 @@ class Plan:
     # (limits.py); `seconds` stands where there is no such time yet.
     limit_to_target: bool = False
     budget: int = d.BUDGET
-    shipped: Path | None = Path("cache.db")
+    shipped: Path | None = Path("data/shipped.db")
     # Whether our arms' benchmark processes load the compile workers' code, and whether their
     # evaluators compile ahead (the evaluator's switches, which the commands below read): their
     # runs are labelled and judged apart.
@@ -390,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", type=Path, default=Path("runs/heldout.db"), help="records here")
-    parser.add_argument("--shipped", default="cache.db", help="the shipped data, read beside --db ('none': none)")
+    parser.add_argument("--shipped", default="data/shipped.db", help="the shipped data, read beside --db ('none': none)")
     parser.add_argument("--shapes", default="", help="comma-separated shapes (or 'kernel shape') of the experiment")
     parser.add_argument("--arms", default="", help=f"comma-separated subset of {', '.join(d.ARMS)}")
     parser.add_argument("--strategies", default=",".join(d.STRATEGIES),

@@ -205,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                         help="a constant of the matmul_epilogue_resident rule (repeatable)")
     parser.add_argument("--dtype", default=d.ALL_DTYPES, help="bfloat16, float32 or all (default)")
-    parser.add_argument("--db", type=Path, default=REPO / "cache.db")
+    parser.add_argument("--db", type=Path, default=REPO / "data" / "shipped.db")
     args = parser.parse_args(argv)
     try:
         values = parse_overrides(args.overrides)

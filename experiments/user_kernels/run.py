@@ -58,7 +58,7 @@ def judge_choices(part: Part, db: str) -> dict[str, Any]:
 
     kernel = resolve_kernel(part.locator)
     dtype = DTYPES[part.dtype]
-    table = ConfigTable.from_db(kernel, db, device=device_name(0), shipped="cache.db")
+    table = ConfigTable.from_db(kernel, db, device=device_name(0), shipped="data/shipped.db")
     fit_configs = {tuple(s): table.pick(s, part.dtype).config for s in part.fit}
     helion_pick = _helion_aot_rule(kernel, part, dtype, fit_configs)
     rows = []
@@ -153,7 +153,7 @@ def _helion_aot_rule(kernel: Any, part: Part, dtype: Any, fit_configs: dict) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("part", choices=sorted(PARTS))
-    parser.add_argument("--db", default="user.db", help="records here; reads it with the shipped cache.db")
+    parser.add_argument("--db", default="user.db", help="records here; reads it with the shipped data")
     parser.add_argument("--seconds", type=float, default=None, help="search seconds per shape (default: the part's)")
     parser.add_argument("--skip-tuning", action="store_true", help="only judge the run-time choices")
     args = parser.parse_args(argv)
