@@ -91,7 +91,7 @@ def print_session(cache: Cache, session: dict[str, Any], console: Console) -> No
     if reasons:
         console.print("why configs failed (rows per reason; full compiler output under the database's .logs folder):")
         for line in reasons:
-            console.print(escape(line), highlight=False)  # recorded text is data, never markup
+            console.print(escape(line), highlight=False, soft_wrap=True)  # recorded text is data, never markup
     if best:
         console.print(f"best config ({best[0].key}): {dict(best[0].native)}")
     if bytes_moved and best:

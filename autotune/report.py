@@ -75,7 +75,7 @@ class RichReporter:
             self._progress = None
         self.console.print(timeline_line(summary))
         for line in failure_lines(self._failures, indent=" " * 10):
-            self.console.print(escape(line), highlight=False)  # recorded text is data, never markup
+            self.console.print(escape(line), highlight=False, soft_wrap=True)  # recorded text is data, never markup
         self._failures = []
 
 
