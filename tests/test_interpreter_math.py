@@ -123,3 +123,31 @@ def test_helions_rms_norm_example_is_ok_under_the_interpreter_without_persistent
     assert len(rows) >= 4 and {status for status, _, _ in rows} == {"ok"}, rows
     assert all(error is not None and error < 1e-4 for _, error, _ in rows)  # checked against the fp64 reference
     assert not any("persistent" in json.loads(config).get("pid_type", "") for _, _, config in rows)
+
+
+@pytest.mark.skipif(not (EXAMPLES / "rms_norm.py").exists(), reason="Helion's examples are not at hand")
+def test_a_wrong_reference_is_caught_by_the_default_config_which_runs_with_libdevice_math() -> None:
+    """The set-up runs the default config against the reference: with libdevice's stubs it
+    could not run, and a wrong reference went unnoticed until every config failed.  In a fresh
+    process: TRITON_INTERPRET must be set before triton is first imported."""
+    script = textwrap.dedent(f'''
+        import torch
+        from pathlib import Path
+        from autotune.evaluators.gpu_worker import ReferenceMismatch
+        from autotune.evaluators.interpreter import InterpreterEvaluator
+        from experiments.helion_suite.loader import build
+
+        kernel = build("rms_norm", Path({str(EXAMPLES)!r}))
+        try:
+            InterpreterEvaluator(kernel.with_hooks(reference=lambda x, w: (x, x[:, :1])), (4, 16), torch.float32)
+            print("accepted")
+        except ReferenceMismatch as error:
+            print("refused:", error)
+        InterpreterEvaluator(kernel, (4, 16), torch.float32)  # the right reference is accepted
+        print("right one accepted")
+    ''')
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: the reference disagrees with rms_norm at its default config" in done.stdout
+    assert done.stdout.strip().endswith("right one accepted")

@@ -33,7 +33,6 @@ from autotune.evaluators.poison import run_checked
 from autotune.evaluators.timing import relative_error, tolerance_for
 from autotune.types import Candidate, Result, Status
 
-REPETITIONS = 3
 COMPILE_TIMEOUT_S = 60.0  # the defaults of `autotune tune`
 RUN_TIMEOUT_S = 30.0
 
@@ -68,13 +67,15 @@ class InterpreterEvaluator:
 
     def __init__(self, kernel: Any, shape: tuple[int, ...], dtype: Any, *, seed: int = 0,
                  compile_timeout_s: float = COMPILE_TIMEOUT_S, run_timeout_s: float = RUN_TIMEOUT_S) -> None:
+        from autotune.evaluators.interpreter_math import installed
         from autotune.kernels.registry import dtype_name
 
         os.environ["TRITON_INTERPRET"] = "1"  # for code Helion generates from here on
         self._state = _State.__new__(_State)
         init = WorkerInit(kernel="", shape=tuple(shape), dtype=dtype_name(dtype), seed=seed)
         _build_state(self._state, kernel, init)
-        prepare_reference(self._state)  # raises ReferenceMismatch before anything is recorded
+        with installed():  # the default config runs here, against the reference
+            prepare_reference(self._state)  # raises ReferenceMismatch before anything is recorded
         self._tolerance = tolerance_for(self._state.dtype)
         self.compile_timeout_s = compile_timeout_s
         self.run_timeout_s = run_timeout_s
@@ -131,42 +132,41 @@ class InterpreterEvaluator:
             return self._measure(candidate, tell)
 
     def _measure(self, candidate: Candidate, tell: Callable[[tuple], None]) -> Result:
+        """The checked runs (poisoned outputs, twice) are the only runs, and their interpreter
+        seconds the config's samples: a config costs its code generation and two runs."""
         state = self._state
         started = time.perf_counter()
         try:
             runner = build_runner(state.spec, state.bound, dict(candidate.native))
-            tell(("compiled", time.perf_counter() - started))
-            runner(state.inputs)  # the interpreter's errors arise at the first run: compile errors on a GPU
-            tell(("ran",))
         except Exception as error:  # noqa: BLE001 - a config's failure is its result
             return Result(key=candidate.key, status=classify_exception(error, phase="compile"),
                           error=short_error(error), compile_s=time.perf_counter() - started)
         compile_s = time.perf_counter() - started
+        tell(("compiled", compile_s))
+        samples: list[float] = []
+
+        def timed() -> Any:
+            begin = time.perf_counter()
+            out = runner(state.inputs)
+            samples.append((time.perf_counter() - begin) * 1e3)
+            tell(("ran",))
+            return out
+
         try:
-            out, check = run_checked(lambda: _told(runner(state.inputs), tell))
+            out, check = run_checked(timed)
             error = relative_error(out, state.reference)
         except Exception as failure:  # noqa: BLE001
-            return Result(key=candidate.key, status=classify_exception(failure, phase="run"),
+            # The interpreter's errors arise at the first run: what a GPU reports as compile errors.
+            return Result(key=candidate.key, status=classify_exception(failure, phase="run" if samples else "compile"),
                           error=short_error(failure), compile_s=compile_s)
         if not error <= self._tolerance or check.unwritten:
             return Result(key=candidate.key, status=Status.WRONG_RESULT, compile_s=compile_s,
                           rel_error=error if math.isfinite(error) else None, checked=check.text,
                           error=f"relative error {error:.3g} over tolerance {self._tolerance:g}; output {check.text}")
-        samples = []
-        for _ in range(REPETITIONS):
-            begin = time.perf_counter()
-            runner(state.inputs)
-            samples.append((time.perf_counter() - begin) * 1e3)
-            tell(("ran",))
         ordered = sorted(samples)
         return Result(key=candidate.key, status=Status.OK, median_ms=ordered[len(ordered) // 2], min_ms=ordered[0],
-                      max_ms=ordered[-1], repetitions=len(samples), compile_s=compile_s, rel_error=error, checked=check.text,
-                      bench_s=time.perf_counter() - started, samples_ms=tuple(samples))
-
-
-def _told(value: Any, tell: Callable[[tuple], None]) -> Any:
-    tell(("ran",))
-    return value
+                      max_ms=ordered[-1], repetitions=len(samples), compile_s=compile_s, rel_error=error,
+                      checked=check.text, bench_s=time.perf_counter() - started, samples_ms=tuple(samples))
 
 
 def _child(evaluator: InterpreterEvaluator, candidate: Candidate, send: Any) -> None:
