@@ -151,7 +151,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 # Commands that live in their own module (autotune/commands/<name>.py): each module has
 # `NAME`, `add_parser(subparsers)` and `run(args, console) -> int`.
 COMMAND_MODULES: tuple[str, ...] = ("noise", "check_config", "import_space", "export_space", "seeds", "merge", "simulate",
-                                    "experiment", "compact", "serve", "rerun")
+                                    "experiment", "compact", "serve", "rerun", "suite")
 
 
 def _command_modules(command: str | None = None) -> list[Any]:
