@@ -369,15 +369,16 @@ def _gpu_parts(request: TuneRequest, spec, shape, dtype, console: Console):
 def _interpreter_parts(request: TuneRequest, spec, shape, dtype, console: Console):
     """Configs run on the CPU through the Triton interpreter: every config's accuracy is real,
     its time is not (interpreter seconds); such sessions are never used to pick configs."""
-    from autotune.evaluators.interpreter import InterpreterEvaluator
+    from autotune.evaluators.interpreter import InterpreterEvaluator, bind_interpreted
 
-    task = bind_live(spec, shape, dtype, "cpu", seed=request.seed, thread_limit=request.thread_limit)
+    task = bind_interpreted(spec, shape, dtype, request.seed, thread_limit=request.thread_limit, say=console.print)
     console.print(f"INTERPRETER: running {spec.name} on the CPU through the Triton interpreter (accuracy is "
                   f"checked; times are not GPU times); recording into {request.db}")
     cache = _readable(request)
 
     def make_evaluator() -> Any:
-        return InterpreterEvaluator(spec, shape, dtype, seed=request.seed)
+        return InterpreterEvaluator(spec, shape, dtype, seed=request.seed, compile_timeout_s=request.compile_timeout_s,
+                                    run_timeout_s=request.run_timeout_s)
 
     return task, cache, make_evaluator, request.db
 
