@@ -1,7 +1,9 @@
 """Shared fixtures for the CPU test suite.
 
-Helion kernels are bound once per test session (binding takes seconds); every database
-lives under pytest's tmp_path, never in the repository's cache.db.
+Helion kernels are bound once per test session (binding takes seconds); every database a test
+writes lives under pytest's tmp_path.  Tests that need the shipped measurements read them where
+they are (`shipped_db`: the database built from data/batches/, only ever read), never a copy;
+tests of the store use the fixture batch in tests/fixtures/batches/.
 """
 
 from __future__ import annotations
@@ -74,6 +76,19 @@ def triton_task() -> TuningTask:
 
 
 # -- databases -----------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def shipped_db() -> Path:
+    """The shipped measurements: data/shipped.db, built from data/batches/ when missing or stale
+    (once for the whole run: parallel workers wait on the builder's lock).  Commands open it
+    read-only, so tests read it in place instead of copying it."""
+    from autotune.databases import SHIPPED_DB, ready
+
+    path = ready(REPO / SHIPPED_DB)
+    if path is None or not path.exists():
+        pytest.skip("no shipped data in this checkout")
+    return path
+
+
 @pytest.fixture
 def tmp_db(tmp_path):
     cache = Cache.open(tmp_path / "t.db", create=True)

@@ -67,18 +67,14 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
     assert code == 2 and message in err and err.startswith("autotune: error:") and err.count("\n") == 1
 
 
-def test_a_heuristic_seeded_session_records_where_its_seeds_came_from(tmp_path, capsys):
+def test_a_heuristic_seeded_session_records_where_its_seeds_came_from(tmp_path, capsys, shipped_db):
     """A replay of the shipped H100 measurements, seeded by the rules: the session's options
     hold every heuristic seed's rule, reason, facts and constants."""
-    import shutil
-
     from autotune.cache import Cache
     from autotune.cache_layers import USER_SESSIONS_FROM
-    from conftest import REPO
 
-    shutil.copy(REPO / "cache.db", tmp_path / "measured.db")
     code = main(["tune", "softmax", "--shape", "1024x50257", "--seed-from", "heuristic", "--budget", "2", "--replay",
-                 "--shipped", str(tmp_path / "measured.db"), "--db", str(tmp_path / "r.db")])
+                 "--shipped", str(shipped_db), "--db", str(tmp_path / "r.db")])
     capsys.readouterr()
     assert code == 0
     cache = Cache.open(tmp_path / "r.db")

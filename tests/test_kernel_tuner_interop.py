@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from autotune.types import Candidate, Result, Status
 from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.parameters import Choice, Integer, PowerOfTwo
 from search_spaces.space import SearchSpace, config_key
-from conftest import REPO, table_count
+from conftest import table_count
 
 HUB = Path(__file__).resolve().parents[1] / "data" / "benchmark_hub"
 needs_hub = pytest.mark.skipif(not HUB.is_dir(), reason="benchmark_hub spaces not present")
@@ -321,11 +320,10 @@ def test_export_cli_writes_gzip_or_stdout_and_rejects_bad_selections(tmp_path, c
 
 # -- Kernel Tuner itself, on files exported from our recorded H100 data -------------------------------
 @pytest.fixture(scope="module")
-def h100_exports(tmp_path_factory):
+def h100_exports(tmp_path_factory, shipped_db):
     """Kernel Tuner files of the shipped database: Triton softmax session 2 and a Helion space."""
     work = tmp_path_factory.mktemp("h100")
-    shutil.copy(REPO / "cache.db", work / "cache.db")
-    cache = Cache.open(work / "cache.db")
+    cache = Cache.open(shipped_db)  # read in place, read-only
     triton = cache.session(2)["space_fingerprint"]
     helion = cache.session(3)["space_fingerprint"]
     files = {}

@@ -3,14 +3,13 @@ each checked here: exports read back as --config, check-config against the recor
 Kernel Tuner files without a device name, typed strategy options, piped output not cut,
 `sessions` saying what it leaves out, counts that agree with the budget, and quick refusals.
 
-The shipped measurements are read from a copy (as --shipped, which is never written)."""
+The shipped measurements are read in place (the built database is only ever read)."""
 
 from __future__ import annotations
 
 import inspect
 import json
 import re
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -22,18 +21,16 @@ import torch
 
 import autotune.tuning
 from autotune.cache import Cache
-from conftest import REPO, assert_one_line_error, hashed_cost, run_main, subprocess_env, table_count
+from conftest import assert_one_line_error, hashed_cost, run_main, subprocess_env, table_count
 
-HELION_SESSION, TRITON_SESSION = 3, 1  # of the shipped cache.db: softmax and softmax-triton at 4096x32000
+HELION_SESSION, TRITON_SESSION = 3, 1  # of the shipped data: softmax and softmax-triton at 4096x32000
 SHAPE = "4096x32000"
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory) -> Path:
-    """A copy of the shipped measurements (read as --shipped: never written)."""
-    path = tmp_path_factory.mktemp("shipped") / "cache.db"
-    shutil.copy(REPO / "cache.db", path)
-    return path
+def shipped(shipped_db) -> Path:
+    """The shipped measurements, read in place (as --shipped, or as a --db that opens read-only)."""
+    return shipped_db
 
 
 @pytest.fixture(autouse=True)

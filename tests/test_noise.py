@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import statistics
 from pathlib import Path
 from typing import Sequence
@@ -20,7 +19,7 @@ from autotune.types import Result, Source, Status
 from search_spaces.fingerprint import SpaceIdentity
 from search_spaces.parameters import Integer
 from search_spaces.space import SearchSpace
-from tests.conftest import REPO, make_candidate
+from tests.conftest import make_candidate
 
 SHAPE = (8, 8)
 REBENCH = -1
@@ -276,9 +275,8 @@ def test_cli_picks_the_space_with_most_data_unless_told(tmp_path, capsys, wide):
                           "no recorded space 'zz'", big, small)
 
 
-def test_cli_on_the_shipped_database(tmp_path, capsys, wide):
-    db = tmp_path / "cache.db"
-    shutil.copy(REPO / "cache.db", db)
+def test_cli_on_the_shipped_database(shipped_db, capsys, wide):
+    db = shipped_db  # read in place: the built shipped data opens read-only
     code, out, err = run_noise(capsys, "softmax", "--shape", "4096x32000", "--dtype", "float16", "--db", str(db),
                                "--json", "noise.json")
     assert code == 0, err

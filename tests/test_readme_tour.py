@@ -34,14 +34,16 @@ def _git(folder: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def checkout(tmp_path, monkeypatch) -> Path:
-    """A clean checkout holding what the tour touches: the shipped data, the recorded Kernel Tuner
-    files and the repository's ignore rules, committed."""
+def checkout(tmp_path, monkeypatch, shipped_db) -> Path:
+    """A clean checkout holding what the tour touches: the shipped batches, the recorded Kernel
+    Tuner files and the repository's ignore rules, committed (the data linked, not copied), and
+    the database built from the batches (linked: the tour only reads it)."""
     folder = tmp_path / "checkout"
-    folder.mkdir()
-    shutil.copy(REPO / "cache.db", folder / "cache.db")
+    (folder / "data").mkdir(parents=True)
     shutil.copy(REPO / ".gitignore", folder / ".gitignore")
-    shutil.copytree(REPO / "data", folder / "data")
+    for name in ("batches", "benchmark_hub"):
+        (folder / "data" / name).symlink_to(REPO / "data" / name)
+    (folder / "data" / "shipped.db").symlink_to(shipped_db)  # git-ignored, as the real one
     _git(folder, "init", "-q")
     _git(folder, "add", "-A")
     _git(folder, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "checkout")
