@@ -8,7 +8,9 @@ declared space.  Everything else is optional, with defaults that work for the co
   processes rebuild the inputs from the shape, so a measurement can be repeated and replayed.
 * `reference(*inputs)`: the trusted output, called with the inputs cast to float64.  Default for
   a Helion kernel: the kernel's own body run eagerly by PyTorch (Helion's eager reference mode),
-  in float64; it checks that a compiled config computes what the code says.  A Triton launcher
+  in float64; it checks that a compiled config computes what the code says.  A body that
+  cannot run in float64 is run in float32, else the baseline named by `reference_baseline=`
+  (autotune/reference_choice.py); the session says which.  A Triton launcher
   has no eager body: by default every config is checked against the declared default config's
   output, which catches configs that disagree with each other but not a wrong kernel.
 * `baselines`: named library implementations timed beside the kernel (`fn(*inputs)`), each
@@ -95,7 +97,8 @@ class Kernel:
                  bytes_moved: Callable[[Shape, Any], int] | None = None,
                  flops: Callable[[Shape, Any], int] | None = None,
                  shape_of: Callable[..., Shape] | None = None, dtypes: Sequence[str] = DTYPE_NAMES,
-                 rank: int | None = None, description: str | None = None, sources: Sequence[Any] = ()) -> None:
+                 rank: int | None = None, description: str | None = None, sources: Sequence[Any] = (),
+                 reference_baseline: str | None = None) -> None:
         if isinstance(fn, Kernel):
             raise KernelError(f"{fn.name} is already an autotune.Kernel")
         if is_helion_kernel(fn):
@@ -122,6 +125,11 @@ class Kernel:
         self.inputs_given = inputs is not None
         self.reference = _tupled(reference) if reference is not None else None
         self.baselines, self.baseline_outputs = _baseline_hooks(baselines or {})
+        if reference_baseline is not None and reference_baseline not in self.baselines:
+            raise KernelError(f"reference_baseline={reference_baseline!r} names no baseline (baselines: "
+                              f"{', '.join(self.baselines) or 'none'})")
+        self.reference_baseline = reference_baseline  # the last resort of autotune/reference_choice.py
+        self.reference_plan: tuple[str, ...] | None = None  # which reference the session chose (and sends)
         self.bytes_moved = bytes_moved
         self.flops = flops
         self.shape_of = shape_of or _first_tensor_shape
@@ -152,6 +160,7 @@ class Kernel:
         copy = object.__new__(Kernel)
         copy.__dict__.update(self.__dict__)
         copy.overrides = {**self.overrides, **{k: v for k, v in hooks.items() if v is not None}}
+        copy.reference_plan = None  # chosen again for the new hooks
         for key, value in hooks.items():
             if value is None:
                 continue
@@ -168,6 +177,10 @@ class Kernel:
     def reference_output(self, inputs64: Inputs) -> Any:
         """The trusted output for float64 inputs; None for a Triton kernel without a reference
         (its configs are then checked against the default config's output)."""
+        if getattr(self, "reference_plan", None) is not None:  # chosen by the session (reference_choice.py)
+            from autotune.reference_choice import run_plan
+
+            return run_plan(self, self.reference_plan, inputs64)
         if self.reference is not None:
             return self.reference(inputs64)
         if self.family == "helion":
@@ -227,11 +240,25 @@ class Kernel:
         return source_hash(self.source_text())
 
     # -- defaults ---------------------------------------------------------------------------
+    def default_input_names(self) -> list[str]:
+        """The parameters the default inputs make a random tensor for (those before the first default)."""
+        names = []
+        for parameter in self._signature:
+            if parameter.default is not inspect.Parameter.empty:
+                break
+            names.append(parameter.name)
+        return names
+
     def _default_inputs(self, shape: Shape, dtype: Any, device: str, seed: int) -> Inputs:
         """One random tensor of `shape` for every tensor parameter without a default."""
         import torch
 
         generator = torch.Generator(device=device).manual_seed(seed)
+        indexing = _index_parameters(self.helion_kernel.fn) if self.family == "helion" else []
+        if indexing:
+            raise KernelError(f"{self.name}'s parameter {indexing[0]!r} indexes another tensor, so it needs integer "
+                              "indices in range, which the default inputs (one random float tensor of --shape per "
+                              "tensor parameter) are not: give the kernel an inputs(shape, dtype, device) hook")
         tensors = []
         for parameter in self._signature:
             if parameter.default is not inspect.Parameter.empty:
@@ -240,8 +267,10 @@ class Kernel:
                 raise KernelError(f"{self.name} takes *{parameter.name}: its inputs cannot be guessed; "
                                   "give the kernel an inputs(shape, dtype, device) hook")
             if not _is_tensor_annotation(parameter.annotation):
-                raise KernelError(f"{self.name}'s parameter {parameter.name!r} is not a tensor and has no default: "
-                                  "give the kernel an inputs(shape, dtype, device) hook")
+                raise KernelError(f"{self.name}'s parameter {parameter.name!r} ({_annotation_text(parameter)}) is "
+                                  "not a tensor and has no default, so the default inputs (one random tensor of "
+                                  "--shape per tensor parameter) cannot build it: give the kernel an "
+                                  "inputs(shape, dtype, device) hook")
             tensors.append(torch.randn(shape, generator=generator, dtype=torch.float32, device=device).to(dtype))
         if not tensors:
             raise KernelError(f"{self.name} takes no tensor: give the kernel an inputs(shape, dtype, device) hook")
@@ -257,10 +286,59 @@ def _parameters(fn: Callable, *, skip_first: bool) -> list[inspect.Parameter]:
 
 
 def _is_tensor_annotation(annotation: Any) -> bool:
+    """A bare tensor (or no annotation): not a list or tuple of them, not a scalar."""
     if annotation is inspect.Parameter.empty:
         return True
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return "Tensor" in str(text)
+    return str(text).replace(" ", "") in ("Tensor", "torch.Tensor") or str(text).endswith(".Tensor")
+
+
+def _index_parameters(fn: Callable) -> list[str]:
+    """The parameters whose values index another tensor (`w[x[i]]`, `w[idx]`, also through a
+    local made from them, `flat = x.reshape(-1)`): they need integer tensors in range."""
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    function = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None:
+        return []
+    params = [a.arg for a in function.args.args]
+    origin = {name: name for name in params}  # a local -> the parameter it was made from
+
+    def root(node: ast.AST) -> str | None:  # None also for a size or shape (a number, not a tensor)
+        while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            if isinstance(node, ast.Attribute) and node.attr in ("size", "shape", "numel", "stride", "dim", "ndim"):
+                return None
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return origin.get(node.id) if isinstance(node, ast.Name) else None
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            made_from = root(node.value)
+            if made_from is not None:
+                origin.setdefault(node.targets[0].id, made_from)
+    found: list[str] = []
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Subscript) or root(node.value) is None:
+            continue
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for part in parts:
+            if isinstance(part, (ast.Name, ast.Subscript)):
+                name = root(part)
+                if name is not None and name != root(node.value) and name not in found:
+                    found.append(name)
+    return found
+
+
+def _annotation_text(parameter: inspect.Parameter) -> str:
+    annotation = parameter.annotation
+    text = annotation if isinstance(annotation, str) else \
+        annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    return f"annotated {text}"
 
 
 def _with_seed(hook: Callable[..., Inputs]) -> Callable[[Shape, Any, str, int], Inputs]:

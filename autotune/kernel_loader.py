@@ -7,7 +7,9 @@ user's kernel is measured in worker processes exactly as the user wrote it.
 A file is imported as a module of its own (its `if __name__ == "__main__":` block does not
 run), once per process until `forget_loaded_files`.  `name` may be an `autotune.Kernel` or a
 `@helion.kernel`; a Helion kernel that the file also wraps in an `autotune.Kernel` (to give it
-inputs, a reference or baselines) is taken with that wrapper's hooks.
+inputs, a reference or baselines) is refused with the wrapper's name: the wrapper is what is
+tuned, so that no hook is silently left behind.  Measuring processes receive the kernel
+itself (kernel_wire.py); the locator names it for the CLI and for `--resume`.
 """
 
 from __future__ import annotations
@@ -93,9 +95,11 @@ def as_kernel(obj: Any, module: ModuleType | None = None, *, label: str | None =
         raise KernelNotFound(f"{label} is {kind}, not a @helion.kernel or an autotune.Kernel (a Triton launcher "
                              "is tuned as autotune.Kernel(launch, space=...))")
     module = module or sys.modules.get(getattr(obj.fn, "__module__", ""), None)
-    for value in vars(module).values() if module is not None else ():
-        if isinstance(value, Kernel) and value.fn is obj:
-            return value
+    for name, value in vars(module).items() if module is not None else ():
+        if isinstance(value, Kernel) and value.fn is obj:  # its hooks live on the wrapper: take that
+            where = getattr(module, "__file__", None) or module.__name__
+            raise KernelNotFound(f"{label} is wrapped in autotune.Kernel {name!r} (in {where}), which carries its "
+                                 f"hooks: tune {name!r} itself (FILE.py:{name} on the command line)")
     try:
         return Kernel(obj)
     except KernelError as error:
@@ -103,14 +107,15 @@ def as_kernel(obj: Any, module: ModuleType | None = None, *, label: str | None =
 
 
 def locator_of(kernel: Kernel) -> str:
-    """How a measuring process finds `kernel` again: its locator, or the module-level name it is
-    bound to in the file or module that defines it.  Raises KernelNotFound for a kernel that no
-    other process can import (defined in a notebook cell or inside a function)."""
+    """How another process (`--resume`, `autotune show`) finds `kernel` again: its locator, or the
+    module-level name the Kernel is bound to in the file or module that defines it.  Raises
+    KernelNotFound for a kernel no other process can import (a notebook cell, inside a function);
+    measuring processes need none (kernel_wire.py)."""
     if kernel.locator:
         return kernel.locator
     fn = kernel.helion_kernel.fn if kernel.family == "helion" else kernel.triton_launch
     module = sys.modules.get(getattr(fn, "__module__", ""), None)
-    names = [name for name, value in vars(module).items() if value is kernel or value is kernel.fn] if module else []
+    names = [name for name, value in vars(module).items() if value is kernel] if module else []
     path = getattr(module, "__file__", None)
     if not names or not path:
         raise KernelNotFound(f"{kernel.name} is not defined at the top level of a .py file, so the measuring "
@@ -119,20 +124,6 @@ def locator_of(kernel: Kernel) -> str:
     where = module.__name__ if importable else _canonical(path)
     kernel.locator = f"{where}:{names[0]}"
     return kernel.locator
-
-
-def hooks_payload(kernel: Kernel) -> bytes | None:
-    """The hooks given to `kernel.with_hooks`, pickled for the measuring processes (which find
-    the kernel itself by its locator); None when there are none."""
-    import pickle
-
-    if not kernel.overrides:
-        return None
-    try:
-        return pickle.dumps(kernel.overrides)
-    except (pickle.PicklingError, AttributeError, TypeError) as error:
-        raise KernelNotFound(f"{', '.join(sorted(kernel.overrides))} must be functions defined at the top level of "
-                             f"a module, since they run in the measuring processes ({_one_line(error)})") from None
 
 
 _PREFIX = "autotune_user_"

@@ -92,7 +92,8 @@ def check_sendable(kernel: Kernel, *, measuring_elsewhere: bool) -> None:
 def wire_form(kernel: Kernel) -> str | bytes:
     """What a measuring process is sent: a built-in kernel's name (found in its registry), else
     the kernel itself."""
-    if kernel.locator and ":" not in kernel.locator and not kernel.overrides:
+    default_plan = kernel.reference_plan in (None, ("hook",), ("body", "float64"), ("default config",))
+    if kernel.locator and ":" not in kernel.locator and not kernel.overrides and default_plan:
         return kernel.locator
     return to_wire(kernel)
 

@@ -37,7 +37,8 @@ class SessionOptions(Mapping):
     version: int = OPTIONS_VERSION
     db: str | None = None  # the user's database the session recorded into
     shipped: str | None = None  # the shipped data it read beside it
-    kernel_locator: str | None = None  # how the measuring processes (and --resume) find the kernel
+    kernel_locator: str | None = None  # how --resume finds the kernel (measuring processes get it by value)
+    reference: str | None = None  # what every config was checked against (autotune/reference_choice.py)
     seed_from: str = "default"
     seeds: tuple[str, ...] = ()  # the origin of each seed, in order
     seed_points: tuple[Mapping[str, Any], ...] = ()  # each seed's point as given (before normalising), in order

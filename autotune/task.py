@@ -6,6 +6,8 @@ the cache (a replay: the space recorded on the GPU, normalised through recorded 
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -67,7 +69,7 @@ def bind_live(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int = 0
         from search_spaces.helion_space import space_from_bound
 
         inputs = build_inputs(spec, shape, dtype, device, seed)
-        bound = spec.helion_kernel.bind(inputs)
+        bound = bind_inputs(spec, shape, inputs)
         space, codec = space_from_bound(spec.name, bound, thread_limit=thread_limit)
     else:
         bound = None
@@ -89,6 +91,28 @@ def build_inputs(spec: Kernel, shape: Shape, dtype: Any, device: str, seed: int 
         text = " ".join(str(error).split())[:200]
         raise KernelError(f"cannot build {spec.name}'s inputs for shape {'x'.join(map(str, shape))}: "
                           f"{type(error).__name__}: {text}") from None
+
+
+def bind_inputs(spec: Kernel, shape: Shape, inputs: tuple) -> Any:
+    """The Helion kernel bound to `inputs`.  Where binding fails, no config could run: one line
+    before anything is measured, naming the parameter the default inputs could not build
+    (Helion's own error tells which, where the annotations did not)."""
+    from autotune.kernel import KernelError
+
+    try:
+        return spec.helion_kernel.bind(inputs)
+    except Exception as error:  # noqa: BLE001 - the user's kernel or inputs: one line
+        text = " ".join(f"{type(error).__name__}: {error}".split()).split(" While processing:")[0][:240]
+        size = "x".join(map(str, shape))
+        if spec.inputs_given:
+            raise KernelError(f"{spec.name} cannot be bound to what its inputs hook builds for shape {size}: "
+                              f"{text}") from None
+        names = spec.default_input_names()
+        named = [name for name in names if re.search(rf"\b{re.escape(name)}\b", str(error))]
+        what = (f"parameter {named[0]!r} cannot be a random tensor of shape {size}" if named else
+                f"the default inputs (a random tensor of shape {size} for each of {', '.join(names)}) do not fit it")
+        raise KernelError(f"{spec.name}: {what} ({text}); give the kernel an inputs(shape, dtype, device) hook, "
+                          "or a --shape of the rank it takes") from None
 
 
 def bind_recorded(spec: Kernel, record: Any, aliases: Mapping[str, Any], oracle: Oracle | None = None) -> TuningTask:

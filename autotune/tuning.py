@@ -187,6 +187,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     strategy = _make_strategy(strategy_cls, task, request, budget)
     user = user_seeds(task, configs)  # a config that does not fit the space stops here, before any write
     seeds = user + collect_seeds(task, cache, sources)
+    reference = _choose_reference(spec, shape, dtype, settings.mode, request.seed, console)
     from autotune.report import RichReporter, print_outcome
 
     seeded = time.perf_counter()
@@ -207,7 +208,8 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         journal = open_for_writing(journal_path, request.shipped)
         cache = journal  # reads see the user's rows and the shipped ones
         options = SessionOptions(
-            db=str(request.db), shipped=str(request.shipped) if request.shipped else None, kernel_locator=spec.locator,
+            db=str(request.db), shipped=str(request.shipped) if request.shipped else None, kernel_locator=_locator(spec),
+            reference=reference,
             seed_from=request.seed_from, grid=tuple(request.grid), grid_sample=request.grid_sample,
             seeds=tuple(origin for origin, _ in seeds), seed_points=tuple(dict(point) for _, point in seeds),
             heuristics=heuristic_provenance(task, sources).get("heuristics"),
@@ -241,6 +243,30 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         if not_recorded:
             console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
     return outcome
+
+
+def _choose_reference(spec: Any, shape: Any, dtype: Any, mode: str, seed: int, console: Console) -> str | None:
+    """What a measuring session checks configs against (reference_choice.py), said in one line;
+    None for a replay, which checks nothing."""
+    if mode == "replay":
+        return None
+    from autotune.reference_choice import choose_reference
+    from autotune.task import build_inputs
+
+    device = "cpu" if mode == "interpret" else "cuda"
+    said = choose_reference(spec, lambda: build_inputs(spec, shape, dtype, device, seed))
+    console.print(f"reference: {said}")
+    return said
+
+
+def _locator(spec: Any) -> str | None:
+    """How `--resume` finds the kernel again; None for one no other process can import."""
+    from autotune.kernel_loader import KernelNotFound, locator_of
+
+    try:
+        return locator_of(spec)
+    except KernelNotFound:
+        return None
 
 
 def compared_line(compared: dict[str, str]) -> str:

@@ -43,14 +43,21 @@ def _cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Completed
 
 
 # -- finding a kernel -------------------------------------------------------------------------------
-def test_a_helion_kernel_in_a_file_is_found_with_its_wrappers_hooks(user_files: Path) -> None:
-    kernel = resolve_kernel(f"{user_files}/my_kernels.py:scale_rows")
+def test_a_kernel_in_a_file_is_found_by_its_autotune_kernel_name(user_files: Path) -> None:
+    kernel = resolve_kernel(f"{user_files}/my_kernels.py:kernel")
     assert isinstance(kernel, Kernel) and kernel.family == "helion" and kernel.name == "scale_rows"
-    assert kernel.inputs_given  # the module's autotune.Kernel wrapper gave inputs=
+    assert kernel.inputs_given  # the module's autotune.Kernel gave inputs=
     x, w = kernel.make_inputs((4, 8), __import__("torch").float32, "cpu", 0)
     assert tuple(x.shape) == (4, 8) and tuple(w.shape) == (8,)
-    assert kernel.locator.endswith("my_kernels.py:scale_rows")
-    assert resolve_kernel(kernel.locator) is kernel  # the same object again, as in every worker
+    assert kernel.locator.endswith("my_kernels.py:kernel")
+    assert resolve_kernel(kernel.locator) is kernel  # the same object again
+
+
+def test_naming_the_helion_kernel_a_file_wraps_names_the_wrapper(user_files: Path) -> None:
+    with pytest.raises(KernelNotFound) as raised:
+        resolve_kernel(f"{user_files}/my_kernels.py:scale_rows")
+    text = str(raised.value)
+    assert "\n" not in text and "wrapped in autotune.Kernel 'kernel'" in text and "FILE.py:kernel" in text
 
 
 def test_a_bare_helion_kernel_gets_default_inputs_and_its_eager_body_as_reference(user_files: Path) -> None:
@@ -76,7 +83,7 @@ def test_a_kernel_that_cannot_be_found_is_one_line(user_files: Path, monkeypatch
         resolve_kernel(text)
 
 
-def test_a_kernel_made_in_a_notebook_cell_cannot_be_sent_to_measuring_processes() -> None:
+def test_a_kernel_made_in_a_notebook_cell_has_no_locator_for_resume() -> None:
     namespace = {"__name__": "__cell__"}  # what a notebook cell is: code with no file behind it
     exec(compile(textwrap.dedent('''
         import helion, torch
@@ -104,7 +111,7 @@ def test_a_user_kernel_tunes_records_and_exports(user_files: Path, tmp_path: Pat
 
     from autotune.config_table import ConfigTable
 
-    kernel = resolve_kernel(f"{user_files}/my_kernels.py:scale_rows")
+    kernel = resolve_kernel(f"{user_files}/my_kernels.py:kernel")
     task = bind_live(kernel, (16, 64), torch.float16, "cpu")
     warps = task.space.names.index("num_warps")
     cost = lambda p: 1.0 / p["num_warps"] + 0.01 * list(p.values()).__len__()  # noqa: E731 - more warps, faster
@@ -126,10 +133,10 @@ def test_a_user_kernel_tunes_records_and_exports(user_files: Path, tmp_path: Pat
 def test_seeds_and_check_config_take_a_kernel_by_path(user_files: Path, capsys, monkeypatch) -> None:
     # In this process, as `autotune` runs each command (tune and bad kernels check real processes).
     monkeypatch.chdir(user_files)
-    code, out, err = run_main(["seeds", "my_kernels.py:scale_rows", "--shape", "64x128", "--format", "json"], capsys)
+    code, out, err = run_main(["seeds", "my_kernels.py:kernel", "--shape", "64x128", "--format", "json"], capsys)
     assert code == 0, err
     assert json.loads(out)["kernel"] == "scale_rows"
-    code, out, err = run_main(["check-config", "my_kernels.py:scale_rows", "--shape", "64x128", "--config",
+    code, out, err = run_main(["check-config", "my_kernels.py:kernel", "--shape", "64x128", "--config",
                                '{"num_warps": 8}', "--format", "json"], capsys)
     assert code == 0, err
     [item] = json.loads(out)
@@ -163,7 +170,7 @@ def test_inputs_that_cannot_be_built_for_the_shape_are_refused_with_nothing_writ
                                                                                     monkeypatch) -> None:
     monkeypatch.chdir(user_files)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # --interpret sets it: put back after the test
-    line = assert_one_line_error(*run_main(["tune", "my_kernels.py:scale_rows", "--shape", "4x8x2", "--interpret",
+    line = assert_one_line_error(*run_main(["tune", "my_kernels.py:kernel", "--shape", "4x8x2", "--interpret",
                                             "--budget", "2", "--db", "refused.db"], capsys))
     assert "cannot build scale_rows's inputs for shape 4x8x2: ValueError" in line
     assert not (user_files / "refused.db").exists()
@@ -199,7 +206,7 @@ def test_tune_checks_that_the_arguments_are_what_the_inputs_hook_builds(user_fil
     import autotune
     from autotune.errors import UserError
 
-    kernel = resolve_kernel(f"{user_files}/my_kernels.py:scale_rows")
+    kernel = resolve_kernel(f"{user_files}/my_kernels.py:kernel")
     with pytest.raises(UserError, match=r"do not match the arguments given"):
         autotune.tune(kernel, (torch.zeros(8, 16, dtype=torch.float16), torch.zeros(4, dtype=torch.float16)),
                       db=user_files / "api.db", replay=True)
@@ -212,7 +219,7 @@ def test_tune_replays_a_users_kernel_from_recorded_data(user_files: Path, tmp_pa
 
     import autotune
 
-    kernel = resolve_kernel(f"{user_files}/my_kernels.py:scale_rows")
+    kernel = resolve_kernel(f"{user_files}/my_kernels.py:kernel")
     task = bind_live(kernel, (16, 64), torch.float16, "cpu")
     db_path = tmp_path / "recorded.db"
     db = Cache.open(db_path, create=True)
