@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -105,8 +106,18 @@ def test_a_run_again_skips_what_is_recorded_and_retries_failures_only_when_asked
 
 
 def test_an_arm_past_its_deadline_is_killed_and_recorded_timeout(tmp_path: Path) -> None:
+    script = tmp_path / "sleeper.py"  # a child that starts a grandchild, as `ours` starts `autotune tune`
+    script.write_text(textwrap.dedent(f'''
+        import os, subprocess, sys, time
+        if len(sys.argv) > 1:
+            open({str(tmp_path / "grandchild.pid")!r}, "w").write(str(os.getpid()))
+        else:
+            subprocess.Popen([sys.executable, __file__, "grandchild"])
+        time.sleep(60)
+    '''))
+
     def sleeper(job, examples, seconds, work, out):
-        return [sys.executable, "-c", "import time; time.sleep(60)"]
+        return [sys.executable, str(script)]
 
     def answerer(job, examples, seconds, work, out):
         return [sys.executable, "-c", f"import json; open({str(out)!r}, 'w').write(json.dumps({{'status': 'ok', "
@@ -114,8 +125,11 @@ def test_an_arm_past_its_deadline_is_killed_and_recorded_timeout(tmp_path: Path)
 
     job = Job("softmax", (8, 64), "float16", "torch")
     started = time.monotonic()
-    record = subprocess_execute(EXAMPLES, 20, tmp_path, sleeper)(job, "0", 2.0)
+    record = subprocess_execute(EXAMPLES, 20, tmp_path, sleeper)(job, "0", 5.0)
     assert record["status"] == "timeout" and time.monotonic() - started < 20
+    grandchild = int((tmp_path / "grandchild.pid").read_text())  # it was started, and is gone
+    time.sleep(0.5)
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
     record = subprocess_execute(EXAMPLES, 20, tmp_path, answerer)(job, "0", 60.0)
     assert record["status"] == "ok" and record["ms"] == 0.5 and record["wall_s"] > 0  # timed from its start
 

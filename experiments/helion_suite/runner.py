@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -148,16 +149,21 @@ def subprocess_execute(examples: Path, seconds: float, work: Path,
                    "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor",
                    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
             started = time.monotonic()
+            # A session of its own, so that the deadline also ends what the arm started (`ours`
+            # runs `autotune tune`, which starts compile workers).
+            process = subprocess.Popen(command(job, examples, seconds, work, out), env=env, cwd=work, text=True,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
             try:
-                done = subprocess.run(command(job, examples, seconds, work, out), env=env, cwd=work,
-                                      capture_output=True, text=True, timeout=limit)
+                _, stderr = process.communicate(timeout=limit)
             except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
                 return {"status": "timeout", "wall_s": round(time.monotonic() - started, 1),
                         "error": f"killed at its deadline of {limit:g} s"}
             wall = round(time.monotonic() - started, 1)
             if not out.exists():
-                tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-                return {"status": "failed", "wall_s": wall, "error": f"exit {done.returncode}: {tail[0][:300]}"}
+                tail = stderr.strip().splitlines()[-1:] or ["no output"]
+                return {"status": "failed", "wall_s": wall, "error": f"exit {process.returncode}: {tail[0][:300]}"}
             return {**json.loads(out.read_text()), "wall_s": wall}
 
     return execute
