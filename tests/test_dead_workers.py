@@ -148,3 +148,15 @@ def test_a_dying_compilers_output_is_in_the_configs_error_and_log_file(setting):
     assert attempts(folder, "attempt", "loud-abort") == MAX_ATTEMPTS
     assert (folder / "logs" / str(SESSION) / "loud-abort.txt").read_text().count("stderr loud-abort line 0:") \
         == MAX_ATTEMPTS
+
+
+def test_a_device_that_no_longer_runs_work_is_reported_broken():
+    """The benchmark worker asks this after a failed run, and exits (to be replaced) when it answers;
+    here the CPU runs the probe, and a device this machine cannot use stands for a broken context."""
+    import torch
+
+    from autotune.evaluators.gpu_worker import context_broken
+
+    assert context_broken(torch, "cpu") is None
+    if not torch.cuda.is_available():
+        assert context_broken(torch, "cuda")

@@ -101,13 +101,10 @@ class Generation:
         self.attempts: Counter = Counter()  # key -> attempts its process died under
         self.output = output  # where the workers' fd 1 and 2 go, read back per config
 
-    def _begin(self, key: str, worker: Worker) -> None:
+    def _begin(self, key: str, worker: Worker, end: bool = False) -> None:
+        """Mark where `worker`'s output stands as `key` is handed to it (or, `end`, done with)."""
         if self.output is not None:
-            self.output.begin(key, worker)
-
-    def _end(self, key: str, worker: Worker) -> None:
-        if self.output is not None:
-            self.output.end(key, worker)
+            (self.output.end if end else self.output.begin)(key, worker)
 
     def _another_attempt(self, key: str) -> bool:
         """Its process died under it: whether it is tried again (in a fresh process)."""
@@ -246,7 +243,7 @@ class Generation:
             self.to_grant.append(index)
         elif kind == "ran":
             self._drop(index)
-            self._end(job.candidate.key, worker)
+            self._begin(job.candidate.key, worker, end=True)
             self.to_bench.append(job)
         elif kind == "failed":
             self._drop(index)
@@ -308,7 +305,7 @@ class Generation:
             reply = {"status": Status.CRASH.value, "bench_s": time.monotonic() - job.started,
                      "error": f"benchmark process died ({exit_description(code)}){self._attempts_text(key)}"}
         else:
-            self._end(key, self.bench)
+            self._begin(key, self.bench, end=True)
             if reply.get("status") == Status.CRASH.value or not self.bench.alive():
                 self.bench.restart()  # it exits after a crash: never send it the next config
         return result_from_reply(key, reply, job.compile_s)

@@ -351,14 +351,29 @@ def bench_worker_main(conn: Connection, init: WorkerInit) -> None:
         except BaseException as error:  # noqa: BLE001
             phase = "compile" if isinstance(error, _BuildError) else "run"
             cause = error.__cause__ if isinstance(error, _BuildError) and error.__cause__ else error
-            status = classify_exception(cause, phase=phase)
-            conn.send({"key": key, "status": status.value, "error": short_error(cause),
-                       "bench_s": time.perf_counter() - started})
+            status, text = classify_exception(cause, phase=phase), short_error(cause)
+            broken = context_broken(torch) if phase == "run" and status is not Status.CRASH else None
+            if broken:  # a failure the classifier did not take for a crash left the context unusable
+                status, text = Status.CRASH, f"{text}\nthe CUDA context is unusable after it: {broken}"
+            conn.send({"key": key, "status": status.value, "error": text, "bench_s": time.perf_counter() - started})
             if status is Status.CRASH:
                 os._exit(3)
             continue
         reply.update(key=key, bench_s=time.perf_counter() - started)
         conn.send(reply)
+
+
+def context_broken(torch: Any, device: str = "cuda") -> str | None:
+    """Why this process's device can no longer run work, or None when a tiny kernel still runs:
+    asked after a failed run, so a process left with an unusable CUDA context exits (and is
+    replaced) instead of failing every config after it."""
+    try:
+        probe = torch.ones(1, device=device) + 1
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return None if float(probe[0]) == 2.0 else "a probe computed a wrong value"
+    except BaseException as error:  # noqa: BLE001
+        return short_error(error, 300)
 
 
 class _BuildError(Exception):
