@@ -150,7 +150,12 @@ class Kernel:
 
     def __getstate__(self) -> dict[str, Any]:
         """What travels to a measuring process (autotune/kernel_wire.py): not the eager kernel it rebuilds."""
-        return {**self.__dict__, "_eager": None}
+        state = {**self.__dict__, "_eager": None}
+        try:  # the copy fingerprints as the sender's does, whether or not its source files are at hand
+            state["_sent_source"] = self.source_text()
+        except (OSError, TypeError):
+            pass
+        return state
 
     def with_hooks(self, **hooks: Any) -> "Kernel":
         """A copy with some hooks replaced (reference=, baselines=, ...); it keeps the locator."""
@@ -227,6 +232,8 @@ class Kernel:
 
     def source_text(self) -> str:
         """The text that fingerprints the kernel: a measurement is reused only for the same text."""
+        if self.__dict__.get("_sent_source"):
+            return self.__dict__["_sent_source"]
         parts = []
         for obj in self.source_objects:
             fn = getattr(obj, "fn", obj)  # helion.Kernel and triton.JITFunction keep the function in .fn

@@ -117,6 +117,9 @@ def _dumps(obj: Any) -> bytes:
             if is_helion_kernel(value):
                 return _rebuild_helion, (value.fn, value.settings, list(value.configs),
                                          getattr(value, "_key_fn", None), _source_lines(value.fn))
+            if type(value).__name__ == "JITFunction" and type(value).__module__.startswith("triton."):
+                options = {name: getattr(value, attribute, None) for name, attribute in _JIT_OPTIONS}
+                return _rebuild_jit, (value.fn, options, _source_lines(value.fn))
             return super().reducer_override(value)
 
     buffer = io.BytesIO()
@@ -179,17 +182,37 @@ def _rebuild_helion(fn: types.FunctionType, settings: Any, configs: list[Any], k
     """The Helion kernel again, its function's globals a registered module's namespace."""
     from helion.runtime.kernel import Kernel as HelionKernel
 
-    filename, lines = source
-    if lines and not _same_lines_on_disk(filename, lines):
-        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)  # mtime None: kept
-    if fn.__code__.co_filename != filename:  # cloudpickle sends code by value without its file name
-        fn.__code__ = _with_filename(fn.__code__, filename)
+    fn = _restored(fn, source)
     home = _importable_home(fn.__module__)
     if home is None:
         fn = _in_module_of_its_own(fn)
     elif home.__dict__ is not fn.__globals__:
         fn = _rebound(fn, home)
     return HelionKernel(fn, configs=configs, settings=settings, key=key)
+
+
+_JIT_OPTIONS = (("do_not_specialize", "do_not_specialize"),
+                ("do_not_specialize_on_alignment", "do_not_specialize_on_alignment"),
+                ("debug", "debug"), ("noinline", "noinline"), ("repr", "_repr"),
+                ("launch_metadata", "launch_metadata"))
+
+
+def _rebuild_jit(fn: types.FunctionType, options: dict[str, Any], source: tuple[str, list[str]]) -> Any:
+    """A `@triton.jit` function again (Triton reads its source, as Helion does)."""
+    import triton
+
+    fn = _restored(fn, source)
+    return triton.jit(fn, **{name: value for name, value in options.items() if value is not None})
+
+
+def _restored(fn: types.FunctionType, source: tuple[str, list[str]]) -> types.FunctionType:
+    """`fn` with the file name and source lines it had where it was sent from."""
+    filename, lines = source
+    if lines and not _same_lines_on_disk(filename, lines):
+        linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)  # mtime None: kept
+    if fn.__code__.co_filename != filename:  # cloudpickle sends code by value without its file name
+        fn.__code__ = _with_filename(fn.__code__, filename)
+    return fn
 
 
 def _with_filename(code: types.CodeType, filename: str) -> types.CodeType:

@@ -135,7 +135,8 @@ def test_a_refused_scalar_parameter_is_named_with_what_it_needs(folder: Path, ca
     from autotune.kernel_loader import resolve_kernel
 
     bare = resolve_kernel("kernels.py:wrapped").fn  # the Helion kernel itself, without the wrapper's inputs
-    with pytest.raises(KernelError, match=r"parameter 'by' \(annotated int\) is not a tensor .* inputs\(shape, dtype, device\)"):
+    with pytest.raises(KernelError, match=r"parameter 'by' \(annotated int\) is not a tensor .* "
+                                          r"inputs\(shape, dtype, device\)"):
         Kernel(bare).make_inputs((4, 8), __import__("torch").float32, "cpu", 0)
 
 

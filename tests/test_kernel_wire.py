@@ -139,3 +139,56 @@ def test_an_unpicklable_hook_is_named_in_one_line() -> None:
         to_wire(kernel)
     text = str(raised.value)
     assert "\n" not in text and "baselines['locked']" in text and "lock" in text.lower()
+
+
+CELL = textwrap.dedent('''
+    import helion, torch
+    import helion.language as hl
+
+    OFFSET = 1.5
+
+    @helion.kernel(static_shapes=True)
+    def shifted(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for rows in hl.tile(x.size(0)):
+            out[rows, :] = x[rows, :] + OFFSET
+        return out
+''')
+
+
+def test_a_notebook_cells_kernel_and_a_triton_launcher_arrive_whole(tmp_path) -> None:
+    import linecache
+
+    from autotune.kernel import Kernel
+    from autotune.kernel_loader import resolve_kernel
+    from autotune.kernel_wire import to_wire
+    from tests.user_kernel_files import write_user_files
+
+    cell = "<ipython-input-7-0a1b2c>"  # where IPython keeps a cell's lines: linecache, no file
+    linecache.cache[cell] = (len(CELL), None, CELL.splitlines(keepends=True), cell)
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(CELL, cell, "exec"), namespace)
+    notebook = Kernel(namespace["shifted"], baselines={"eager": lambda x: x + 1.5})
+    write_user_files(tmp_path)
+    launcher = resolve_kernel(f"{tmp_path}/my_triton.py:double")  # a @triton.jit function behind a launcher
+    (tmp_path / "notebook.bin").write_bytes(to_wire(notebook))
+    (tmp_path / "triton.bin").write_bytes(to_wire(launcher))
+    code = textwrap.dedent(f'''
+        import json, torch
+        from autotune.kernel_wire import from_wire
+        notebook = from_wire(open({str(tmp_path / "notebook.bin")!r}, "rb").read())
+        x = torch.randn(4, 8)
+        bound = notebook.helion_kernel.bind((x,))  # Helion binds it: the cell's lines and a module came along
+        launcher = from_wire(open({str(tmp_path / "triton.bin")!r}, "rb").read())
+        jit = [type(o).__name__ for o in launcher.source_objects]
+        baseline = notebook.baselines["eager"]((x,)).sub(x).mean().item()
+        print("REPORT " + json.dumps({{"bound": type(bound).__name__, "baseline": baseline, "jit": jit,
+                                     "hash": launcher.source_hash()}}))
+    ''')
+    done = subprocess.run([sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True,
+                          timeout=240)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
+    assert lines, done.stderr[-3000:]
+    report = json.loads(lines[0][len("REPORT "):])
+    assert report["bound"] == "BoundKernel" and abs(report["baseline"] - 1.5) < 1e-6
+    assert report["jit"] == ["function", "JITFunction"] and report["hash"] == launcher.source_hash()
