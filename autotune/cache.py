@@ -83,7 +83,8 @@ class Cache:
              shipped: str | Path | None = None) -> "Cache":
         """Open a database; with `create`, make it (and its schema) when it does not exist.
 
-        With `shipped` (the shipped measurements, normally `cache.db`), that file is attached
+        With `shipped` (the shipped measurements, normally `data/shipped.db`, built from the
+        batches beside it when missing or stale: `autotune.store.build`), that file is attached
         read-only and every read sees both (see `cache_layers`); writes go to `path` only.  When
         `path` does not exist and is not to be created, the shipped file alone is opened, read-only.
         An older database is migrated to the current schema on opening; with `migrate=False`

@@ -1,7 +1,7 @@
 """The user's database and the shipped measurements, read as one and written as one.
 
-Why: the shipped `cache.db` is data under version control, and a user's sessions, imports,
-merges and compaction must never rewrite it; yet every read (a replay, seeds from the nearest
+Why: the shipped data is under version control (as batches, built into `data/shipped.db`), and
+a user's sessions, imports, merges and compaction must never rewrite it; yet every read (a replay, seeds from the nearest
 recorded shape, `show`, `export`, run-time config tables) should see both.  So the user's
 database is the connection's main database and the shipped one is attached read-only as
 `shipped`.  Reads go through temporary views `all_<table>` over both; writes name the real
@@ -9,8 +9,9 @@ tables, which resolve to main (the attached file is opened with `mode=ro`: a wri
 reached it would fail, never succeed).
 
 Ids: a user database layered over shipped data numbers its sessions from 10001 and its rows
-from 10**9 + 1, so ids never collide and "latest first" orders hold across the two files.  A
-database whose ids do collide (one made before it was layered) is refused in one line.
+from 10**9 + 1, so ids never collide with the first shipped batch's (below them) nor with a later
+batch's (far above them, see `autotune.store.append`).  A database whose ids do collide (one
+made before it was layered) is refused in one line.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def _number_after_shipped(conn: sqlite3.Connection, shipped: Path, user: Path) -
     # autotune.store.append), so what is refused is a shared id, not a lower one.
     (shipped_max,) = conn.execute("SELECT COALESCE(MAX(id), 0) FROM shipped.sessions WHERE id < ?",
                                   (USER_SESSIONS_FROM,)).fetchone()
-    shared = conn.execute("SELECT 1 FROM main.sessions WHERE id IN (SELECT id FROM shipped.sessions) LIMIT 1").fetchone()
+    shared = conn.execute("SELECT 1 FROM main.sessions WHERE id IN (SELECT id FROM shipped.sessions)"
+                          " LIMIT 1").fetchone()
     if shared is not None or user_min <= shipped_max:
         raise CacheError(f"{user} and the shipped data {shipped} both number sessions from {user_min} to "
                          f"{shipped_max}: read {user} alone with --shipped none, or merge it into a new "

@@ -84,11 +84,12 @@ def test_the_report_reads_each_variant_from_its_recorded_options(triton_task, tm
 
 
 def test_the_report_reads_its_own_database_at_its_own_shape(triton_task, tmp_path, monkeypatch):
-    """The shipped data beside the database (here a baseline-variant session in ./cache.db) and
-    sessions at another shape are not part of the pair that was run."""
+    """The shipped data beside the database (here a baseline-variant session in ./data/shipped.db)
+    and sessions at another shape are not part of the pair that was run."""
     monkeypatch.chdir(tmp_path)
     baseline, _, short, loaded, _ = bench_overhead.VARIANTS
-    _session(tmp_path / "cache.db", triton_task, {"build_ahead": False, "timing_target_ms": 250.0},
+    (tmp_path / "data").mkdir()
+    _session(tmp_path / "data" / "shipped.db", triton_task, {"build_ahead": False, "timing_target_ms": 250.0},
              CostedEvaluator(0.3))
     db = tmp_path / "pair.db"
     for variant, bench_s in ((short, 0.1), (loaded, 0.04)):

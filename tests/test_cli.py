@@ -123,7 +123,7 @@ def test_bad_input_is_one_line_and_exit_status_2(bad_runs, name):
     ("unknown kernel", ["nope", "softmax-triton"]), ("shape 4096y", ["4096y"]), ("shape 0x5", ["0x5"]),
     ("shape 12", ["12", "dimension"]), ("dtype float64", ["float64"]), ("budget -3", ["-3"]),
     ("unknown strategy", ["annealing", "random"]), ("replay missing db", ["a.db"]),
-    ("sessions without db", ["cache.db"]), ("show junk db", ["junk.db"]), ("show unknown session", ["7"]),
+    ("sessions without db", ["data/shipped.db"]), ("show junk db", ["junk.db"]), ("show unknown session", ["7"]),
 ])
 def test_bad_input_messages_name_the_problem(bad_runs, name, words):
     message = bad_runs[name][0].stderr

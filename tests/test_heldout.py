@@ -29,8 +29,8 @@ from experiments.heldout.isolation import foreign_sessions, without_study
 from heldout_records import RETIMED, costs_for, record_run, small_study
 
 
-def test_the_declared_problems_have_no_session_of_their_kernel_in_cache_db():
-    shipped = Cache.open(REPO / "cache.db", migrate=False)
+def test_the_declared_problems_have_no_session_of_their_kernel_in_the_shipped_data(shipped_db):
+    shipped = Cache.open(shipped_db, migrate=False)
     try:
         sessions = shipped.sessions(limit=1_000_000)
         at = {(s["kernel"], "x".join(map(str, s["shape"])), s["dtype"]) for s in sessions
@@ -43,7 +43,7 @@ def test_the_declared_problems_have_no_session_of_their_kernel_in_cache_db():
         assert foreign_sessions(shipped, [recorded]) and ("softmax", "4096x32000", "float16") in at
     finally:
         shipped.close()
-    with without_study(REPO / "cache.db") as seed_data:  # what the warm-cache arm's seeds read
+    with without_study(shipped_db) as seed_data:  # what the warm-cache arm's seeds read
         copy = Cache.open(seed_data, migrate=False)
         try:
             for problem in d.PROBLEMS:  # nothing a cache seed could read at the problem itself
@@ -315,14 +315,14 @@ def test_matmul_runs_seeded_before_the_resident_rules_third_revision_are_kept_ap
     assert superseded_section([]) == []
 
 
-def test_the_cache_stage_fit_changes_the_seeds_exactly_where_they_ran_out_of_shared_memory():
+def test_the_cache_stage_fit_changes_the_seeds_exactly_where_they_ran_out_of_shared_memory(shipped_db):
     """`definition.cache_stages_cut` (where the stage fit changes the cache seeds) names exactly the
     shapes at which a warm-cache run under the earlier cache source had a cache seed run out of
     shared memory, read from the shipped data with plain SQL; runs there are earlier seeds, runs
     elsewhere keep their seeds, and runs of older sources are earlier everywhere."""
     import sqlite3
 
-    conn = sqlite3.connect(f"file:{REPO / 'cache.db'}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{shipped_db}?mode=ro", uri=True)
     try:
         failed = {"x".join(map(str, json.loads(shape))) for (shape,) in conn.execute(
             "SELECT DISTINCT s.shape FROM evaluations e JOIN sessions s ON s.id = e.session_id"

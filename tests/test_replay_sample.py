@@ -186,20 +186,18 @@ def test_random_search_shuffles_as_random_shuffle_did():
             assert shuffled_range(random.Random(seed), n) == expected
 
 
-def test_random_search_simulates_fast_on_a_recorded_softmax_space(tmp_path, capsys):
+def test_random_search_simulates_fast_on_a_recorded_softmax_space(tmp_path, capsys, shipped_db):
     """Target: 100,000 evaluations/s and 100 runs x 200 in under 1 s (the closing note's figure);
     asserted with room for a slow, shared CI machine."""
     from autotune.databases import open_for_reading
 
-    shipped = REPO / "cache.db"
-    if not shipped.exists():
-        pytest.skip("no shipped cache.db")
+    shipped = shipped_db
     cache = open_for_reading(tmp_path / "none.db", shipped)  # the shipped file alone: opened read-only
     try:
         assert cache.read_only
         records = [r for r in cache.find_spaces("softmax", (4096, 32000), "float16") if r.evaluations > 0]
         if not records:
-            pytest.skip("cache.db has no softmax 4096x32000 space")
+            pytest.skip("the shipped data has no softmax 4096x32000 space")
         recorded = RecordedSpace.from_cache(cache, records[0].fingerprint)
     finally:
         cache.close()

@@ -162,7 +162,7 @@ def test_an_edited_kernel_file_is_read_again_once_loaded_files_are_forgotten(tmp
     assert sys.modules[second.helion_kernel.fn.__module__].VERSION == 2
 
 
-def test_autotune_tune_through_a_real_server_replays_as_it_would_here(tmp_path):
+def test_autotune_tune_through_a_real_server_replays_as_it_would_here(tmp_path, shipped_db):
     """The whole path: `autotune serve` in its own process, `autotune tune` forwarded to it."""
     sock = tmp_path / "real.sock"
     env = {**os.environ, "AUTOTUNE_SERVER": str(sock), "PYTHONPATH": str(REPO)}
@@ -176,7 +176,7 @@ def test_autotune_tune_through_a_real_server_replays_as_it_would_here(tmp_path):
         work = tmp_path / "work"
         work.mkdir()
         tune = [sys.executable, "-m", "autotune.cli", "tune", "softmax", "--shape", "4096x32000", "--strategy",
-                "random", "--budget", "6", "--seed", "1", "--shipped", str(REPO / "cache.db"), "--db", "mine.db"]
+                "random", "--budget", "6", "--seed", "1", "--shipped", str(shipped_db), "--db", "mine.db"]
         done = subprocess.run(tune, env=env, cwd=work, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("REPLAY") and (work / "mine.db").exists()

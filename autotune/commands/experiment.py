@@ -1,7 +1,7 @@
 """`autotune experiment run|report FOLDER`: reproducible experiments (see autotune.experiment).
 
     autotune experiment run experiments/softmax_study --dtype float16      # GPU machine
-    autotune experiment report experiments/softmax_study                   # anywhere, from cache.db
+    autotune experiment report experiments/softmax_study                   # anywhere, from the shipped data
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def _check_output(flag: str, target: str | None) -> None:
 
 def _open_read_only(db: Path, shipped: Path | None) -> Cache:
     """What simulate reads.  It never writes: the shipped measurements named as --db (as in
-    `--db cache.db`) are opened read-only, like the shipped file read alone, so sqlite does not
+    `--db data/shipped.db`) are opened read-only, like the shipped file read alone, so sqlite does not
     even open them for writing; a user's own database is read as every command reads it."""
     from autotune.cache_layers import same_file
     from autotune.databases import SHIPPED_DB
