@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Protocol, Sequence
 
 from autotune.cache import Cache
-from autotune.evaluators.base import Evaluator
+from autotune.async_search import TELL_ORDERS, AsyncSearch
+from autotune.evaluators.base import Evaluator, is_asynchronous
 from autotune.next_generation import NextGeneration
 from autotune.session_options import SessionOptions
 from autotune.strategies.base import Strategy
@@ -40,6 +41,11 @@ class SessionSettings:
     generation_size: int | None = None
     mode: str = "gpu"  # "gpu", "replay" or "fake": where the results come from
     generations: int | None = None  # stop after this many search generations (a re-run stops where its original did)
+    # With an evaluator that keeps configs in flight (autotune/async_search.py): the order the
+    # strategy is told results in ("ask": deterministic; "completion": never waits), and how
+    # many configs may be untold before the next generation is asked (None: the evaluator's slots).
+    tell_order: str = "ask"
+    in_flight: int | None = None
 
     def __post_init__(self) -> None:
         if self.budget is None and self.seconds is None:
@@ -48,6 +54,10 @@ class SessionSettings:
             raise ValueError(f"budget must be a positive number of evaluations, got {self.budget}")
         if self.seconds is not None and not self.seconds > 0:
             raise ValueError(f"seconds must be positive, got {self.seconds}")
+        if self.tell_order not in TELL_ORDERS:
+            raise ValueError(f"tell_order must be one of {', '.join(TELL_ORDERS)}, got {self.tell_order!r}")
+        if self.in_flight is not None and self.in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, got {self.in_flight}")
 
 
 @dataclass
@@ -148,6 +158,7 @@ class Session:
                 options=self.options.but(fresh=settings.fresh, generation_size=settings.generation_size),
             )
         self._record_calibration()
+        getattr(self.evaluator, "session_started", lambda _id: None)(self.session_id)  # where its logs go
         self.reporter.session_started(self.session_id, task, settings, self.evaluator.description)
         self.started = time.monotonic()
         exit_reason = "interrupted"
@@ -158,7 +169,6 @@ class Session:
             # evaluator is ready, and torch.compile's own compile no longer delays it.
             baselines = self.journal.baselines(session_id=self.session_id)
             if not baselines:
-        getattr(self.evaluator, "session_started", lambda _id: None)(self.session_id)  # where its logs go
                 baselines = self.evaluator.baselines()
                 for name, result in baselines.items():
                     self.journal.record_baseline(self.session_id, task.fingerprint, name, result)
@@ -249,6 +259,8 @@ class Session:
         return default, results[default.key]
 
     def _search(self) -> str:
+        if is_asynchronous(self.evaluator):  # configs kept in flight: no generation waits for its slowest
+            return AsyncSearch(self).run()
         generation, empty = 0, 0
         size = self.settings.generation_size or self.strategy.generation_size
         while True:

@@ -1,30 +1,29 @@
-"""Throughput of evaluation spread over GPUs: one generation on 1 GPU, then on 2.
+"""Throughput of evaluation spread over GPUs, with and without a compile farm.
 
-The same generation of Helion softmax configs (random strategy, fixed seed; 4096x32000
-float16 by default) is evaluated through `DistributedEvaluator` on a local Dask cluster of
-one GPU worker, then of two.  Each worker compiles with the same number of processes in
-both runs, so the ratio measures what a second GPU adds.  The batch size is the
-evaluator's automatic one, one batch per worker (so 64 configs a batch on one GPU and 32
-on two, for 64): within a batch a worker compiles while it times, so a large batch hides
-its slowest compile; the report gives the batches of each run.  Start-up is not counted: the
-workers bind the kernel and boot their processes while they time the reference config (the
-calibration), and the clock starts after that.  The report gives configs per second on
-each, their ratio, and the calibration spread between the two GPUs (slowest/fastest median
-of the same config), which says whether measurements from both can be mixed.
+For each number of GPUs (1, 2, 4, 8: as many as the machine has) and each generation size
+(64, 256, 512, 2048 configs by default), the same Helion softmax configs (random strategy,
+fixed seed; 4096x32000 float16) are submitted at once to the asynchronous distributed
+evaluator (a free GPU worker takes the next config the moment it is free; no generation
+barrier), without a compile farm (each GPU worker compiles its own) and with one (`--farm
+on`: CPU compile workers beside the GPU workers, `--compile-workers` of them).  The report
+gives configs per second and the ratio to one GPU; the calibration spread between the GPUs
+(slowest/fastest median of the default config, timed on each); and, for a `pattern` session
+of `--pattern-seconds` on each number of GPUs, when it came within 2% of its final best and
+the ratio of that time to one GPU's.
 
-Each run compiles into its own empty Triton cache: with a shared one the second run would
-only load what the first compiled (a first attempt measured 91 s on one GPU against 11 s on
-two, an 8x "ratio" that was the cache's doing).
+Start-up is not counted: the clock starts after the calibration, which warms every worker.
+Each run compiles into its own empty Triton cache (with a shared one a later run only loads
+what an earlier one compiled: a first attempt measured an 8x "ratio" that was the cache's).
+Nothing is recorded in a database.  Every run, with every result and when it came back, is
+appended to a JSON results file (`--results`); the report is regenerated from that file
+alone (`--report-only`), so runs made on several machines or days can be reported together.
 
-Nothing is recorded in a database: this measures the evaluator alone.  Every result, with
-when it came back and which GPU measured it, goes to a JSON file beside the report, and the
-report sums each worker's compile and benchmark seconds, so a ratio below 2 can be traced to
-its cause.  Needs two GPUs and the distributed extra; refuses in one line otherwise.
+    python -m experiments.distributed_throughput --configs 64,256 --farm off,on
+    python -m experiments.distributed_throughput --report-only
 
-    python -m experiments.distributed_throughput --configs 512 --seed 1
-
-(At 64 configs a single config's compile, up to the 60 s timeout, bounds the wall time on any
-number of GPUs; the committed report shows both sizes.)
+`--fake` runs the same measurement on CPU worker processes with a fake evaluator (sleeps for
+compiling and timing, a few slow compiles): the dry run the tests make; its numbers measure
+the machinery, not a GPU.
 """
 
 from __future__ import annotations
@@ -36,9 +35,8 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -46,48 +44,47 @@ if str(REPO) not in sys.path:
 
 DEFAULT_REPORT = REPO / "experiments" / "reports" / "distributed_throughput.md"
 KERNEL = "softmax"
+GPU_COUNTS = (1, 2, 4, 8)
+WITHIN = 0.02  # "within 2% of the final best"
 
 
-@dataclass
-class Run:
-    """One generation evaluated on `gpus` workers."""
-
-    gpus: int
-    configs: int
-    ok: int
-    wall_s: float
-    calibration: dict[str, float] = field(default_factory=dict)  # worker -> reference median ms
-    batches: tuple[int, ...] = ()  # the sizes of the Dask tasks the generation was cut into
-    arrivals: tuple[tuple[float, Any], ...] = ()  # (seconds since the clock started, Result), as they came back
-
-    @property
-    def batches_text(self) -> str:
-        sizes = sorted(set(self.batches), reverse=True)
-        return " + ".join(f"{self.batches.count(size)} x {size}" for size in sizes) or "-"
-
-    @property
-    def configs_per_s(self) -> float:
-        return self.configs / self.wall_s if self.wall_s > 0 else float("nan")
+def _list(kind: type, allowed: Sequence[Any] | None = None) -> Any:
+    def parse(text: str) -> list:
+        try:
+            values = [kind(part) for part in text.split(",") if part]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a comma-separated list of {kind.__name__}: {text!r}") from None
+        if not values or (allowed is not None and any(v not in allowed for v in values)):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a comma-separated list"
+                                             + (f" of {', '.join(map(str, allowed))}" if allowed else ""))
+        return values
+    return parse
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    from autotune.cli import positive_int
-
     parser = argparse.ArgumentParser(prog="python -m experiments.distributed_throughput",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--configs", type=int, default=64, help="configs in the generation (at least 64)")
+    parser.add_argument("--configs", type=_list(int), default=[64, 256, 512, 2048],
+                        help="generation sizes, comma-separated (each at least 16)")
+    parser.add_argument("--gpus", type=_list(int, GPU_COUNTS), default=list(GPU_COUNTS),
+                        help="numbers of GPUs to measure (those above the machine's count are skipped)")
+    parser.add_argument("--farm", type=_list(str, ("off", "on")), default=["off", "on"])
+    parser.add_argument("--compile-workers", type=int, default=None,
+                        help="compile workers of the farm (default: the machine's cores less two per GPU)")
+    parser.add_argument("--pattern-seconds", type=float, default=60.0, help="0: no pattern session")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--shape", default="4096x32000")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--compile-workers", type=positive_int, default=None,
-                        help="compile processes per GPU worker (default: this machine's cores halved, less two: "
-                             "one for the worker's benchmark process, one for the worker itself)")
-    parser.add_argument("--batch-size", type=positive_int, default=None,
-                        help="configs per Dask task (default: the evaluator's automatic size, one task per worker)")
-    parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="where the Markdown report goes")
+    parser.add_argument("--fake", action="store_true", help="CPU workers and a fake evaluator (a dry run)")
+    parser.add_argument("--results", type=Path, default=None, help="results file (default: beside the report)")
+    parser.add_argument("--report", type=Path, default=DEFAULT_REPORT)
+    parser.add_argument("--report-only", action="store_true", help="regenerate the report from the results file")
     args = parser.parse_args(argv)
-    if args.configs < 64:
-        parser.error(f"--configs must be at least 64, got {args.configs}")
+    if any(n < 16 for n in args.configs):
+        parser.error(f"--configs must each be at least 16, got {args.configs}")
+    if args.compile_workers is not None and args.compile_workers < 1:
+        parser.error(f"--compile-workers must be at least 1, got {args.compile_workers}")
+    args.results = args.results or args.report.with_suffix(".json")
     return args
 
 
@@ -110,131 +107,252 @@ def generation(task: Any, count: int, seed: int) -> list[Any]:
     return list(chosen.values())[:count]
 
 
-def worker_environments(devices: Sequence[str], gpus: int, cache_root: Path) -> dict[str, dict[str, str]]:
-    """One GPU per worker, and one compile cache per run, empty at its start, so a run cannot
-    reuse what an earlier one compiled."""
-    cache = cache_root / f"{gpus}-gpu-run"
+def worker_environments(devices: Sequence[str], gpus: int, cache_root: Path, compilers: int = 0,
+                        name: str = "") -> tuple[dict[str, dict[str, str]], dict[str, dict[str, float]]]:
+    """One GPU per GPU worker, CPU-only compile workers, and one compile cache per run, empty
+    at its start, so a run cannot reuse what an earlier one compiled.  (environments, roles)"""
+    cache = cache_root / (name or f"{gpus}-gpu-run")
     cache.mkdir(parents=True, exist_ok=False)
-    return {f"gpu{i}": {"CUDA_VISIBLE_DEVICES": device, "TRITON_CACHE_DIR": str(cache / "triton"),
-                        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor")}
-            for i, device in enumerate(devices[:gpus])}
+    shared = {"TRITON_CACHE_DIR": str(cache / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor")}
+    envs = {f"gpu{i}": {"CUDA_VISIBLE_DEVICES": device, **shared} for i, device in enumerate(devices[:gpus])}
+    roles: dict[str, dict[str, float]] = {name: {"gpu": 1} for name in envs}
+    for i in range(compilers):
+        envs[f"compile{i}"] = {"CUDA_VISIBLE_DEVICES": "", **shared}
+        roles[f"compile{i}"] = {"compile": 1}
+    return envs, roles
 
 
-def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, batch_size: int | None = None) -> Run:
-    """Calibrate (and so warm up) every worker, then time the generation (batch_size None:
-    the evaluator's automatic batches)."""
+def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, *, farm: bool,
+            gpus: int | None = None) -> dict[str, Any]:
+    """Calibrate (and so warm up) every worker, then submit the whole generation at once and
+    collect every result as it comes back."""
     from autotune.distributed.evaluator import distributed_evaluator
 
-    evaluator = distributed_evaluator(client, factory, reference=reference, batch_size=batch_size)
-    batches = tuple(len(batch) for batch in evaluator.batches(candidates))
+    evaluator = distributed_evaluator(client, factory, reference=reference, farm=farm, gpus=gpus)
     try:
         started = time.perf_counter()
-        arrivals = [(time.perf_counter() - started, result) for result in evaluator.evaluate(candidates)]
+        evaluator.submit(candidates)
+        arrivals: list[tuple[float, Any]] = []
+        while len(arrivals) < len(candidates):
+            arrivals += [(time.perf_counter() - started, r) for r in evaluator.poll(0.05)]
         wall_s = time.perf_counter() - started
     finally:
         evaluator.close()
-    return Run(gpus=len(client.nthreads()), configs=len(arrivals), ok=sum(r.ok for _, r in arrivals), wall_s=wall_s,
-               calibration={worker: r.median_ms for worker, r in evaluator.calibration.items()}, batches=batches,
-               arrivals=tuple(arrivals))
+    return {"kind": "generation", "gpus": len(evaluator.pipeline.members["gpu"]), "farm": farm,
+            "compile_workers": len(evaluator.pipeline.members["compile"]) if farm else 0,
+            "configs": len(arrivals), "ok": sum(r.ok for _, r in arrivals), "wall_s": round(wall_s, 3),
+            "calibration": {w: r.median_ms for w, r in evaluator.calibration.items()},
+            "arrivals": [_arrival(at, r) for at, r in arrivals]}
 
 
-def where_time_went(run: Run) -> list[str]:
-    """Per worker: configs, the summed compile and benchmark seconds and its last result, so a
-    reader can tell a run bound by one GPU's timing from one bound by compiling."""
-    rows: dict[str, list[float]] = {}
-    for at, result in run.arrivals:
-        row = rows.setdefault(result.measured_on or "?", [0, 0.0, 0.0, 0.0])
-        row[0] += 1
-        row[1] += result.compile_s or 0.0
-        row[2] += result.bench_s or 0.0
-        row[3] = max(row[3], at)
-    return [f"| {run.gpus} | {worker} | {int(n)} | {compile_s:.1f} | {bench_s:.1f} | {last:.1f} |"
-            for worker, (n, compile_s, bench_s, last) in sorted(rows.items())]
+def pattern_session(client: Any, factory: Any, task: Any, seconds: float, seed: int, *, farm: bool,
+                    gpus: int | None = None) -> dict[str, Any]:
+    """A pattern session of `seconds` through the asynchronous loop: its best over time."""
+    from autotune.cache import Cache
+    from autotune.distributed.evaluator import distributed_evaluator
+    from autotune.session import Session, SessionSettings, SilentReporter
+    from autotune.strategies import get_strategy
+
+    class Best(SilentReporter):
+        def __init__(self) -> None:
+            self.started, self.curve, self.best = time.perf_counter(), [], float("inf")
+
+        def result(self, candidate: Any, result: Any) -> None:
+            if result.ok and result.median_ms < self.best:
+                self.best = result.median_ms
+                self.curve.append((round(time.perf_counter() - self.started, 3), result.median_ms))
+
+    evaluator = distributed_evaluator(client, factory, reference=task.default_candidate(), farm=farm, gpus=gpus)
+    folder = Path(tempfile.mkdtemp(prefix="throughput-session-"))
+    reporter = Best()
+    try:
+        journal = Cache.open(folder / "s.db", create=True)
+        settings = SessionSettings(strategy="pattern", seed=seed, budget=None, seconds=seconds, mode="gpu",
+                                   fresh=True)
+        reporter.started = time.perf_counter()
+        outcome = Session(task, evaluator, get_strategy("pattern").from_task(task, seed=seed), settings, journal,
+                          reporter=reporter).run()
+        journal.close()
+    finally:
+        evaluator.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return {"kind": "pattern", "gpus": len(evaluator.pipeline.members["gpu"]), "farm": farm, "seconds": seconds,
+            "evaluations": outcome.evaluations, "best_curve": reporter.curve,
+            "calibration": {w: r.median_ms for w, r in evaluator.calibration.items()}}
 
 
-def timeline(runs: list[Run]) -> list[dict[str, Any]]:
-    """Every result of every run, with when it came back: the raw data behind the report."""
-    return [{"gpus": run.gpus, "at_s": round(at, 3), "key": r.key, "status": r.status.value,
-             "compile_s": r.compile_s, "bench_s": r.bench_s, "median_ms": r.median_ms, "measured_on": r.measured_on}
-            for run in runs for at, r in run.arrivals]
+def _arrival(at: float, r: Any) -> dict[str, Any]:
+    return {"at_s": round(at, 3), "key": r.key, "status": r.status.value, "compile_s": r.compile_s,
+            "bench_s": r.bench_s, "median_ms": r.median_ms, "measured_on": r.measured_on}
 
 
-def report(runs: list[Run], *, shape: str, dtype: str, seed: int, compile_workers: int, device: str) -> str:
-    one, two = runs
-    lines = [
-        "# Evaluation spread over GPUs: throughput", "",
-        f"One generation of {one.configs} Helion softmax configs ({shape} {dtype}, random strategy, seed {seed}) "
-        f"evaluated through `DistributedEvaluator` on {device}; {compile_workers} compile processes per GPU worker, "
-        "the generation cut into the batches (Dask tasks) below, one per GPU worker unless asked otherwise, in each "
-        "of which compiling overlaps timing; start-up not counted; "
-        "each run compiles into its own empty Triton cache.", "",
-        "| GPUs | configs | ok | wall s | configs/s | batches |", "| --- | --- | --- | --- | --- | --- |",
-        *(f"| {r.gpus} | {r.configs} | {r.ok} | {r.wall_s:.1f} | {r.configs_per_s:.2f} | {r.batches_text} |"
-          for r in runs), "",
-        f"Throughput ratio ({two.gpus} GPUs / {one.gpus} GPU): **{two.configs_per_s / one.configs_per_s:.2f}x**.", "",
-        "Where the time went (seconds summed over each worker's configs; compiling is spread over its compile "
-        "processes, timing is one GPU's, in series):", "",
-        "| GPUs | worker | configs | compile s | benchmark s | last result at s |",
-        "| --- | --- | --- | --- | --- | --- |", *where_time_went(one), *where_time_went(two), "",
-    ]
-    medians = two.calibration
-    if len(medians) >= 2:
-        spread = max(medians.values()) / min(medians.values())
-        lines += [f"Calibration (the default config timed on each of the {two.gpus} GPUs):", "",
-                  "| worker | median ms |", "| --- | --- |",
-                  *(f"| {worker} | {ms:.4f} |" for worker, ms in medians.items()), "",
-                  f"Spread between the GPUs (slowest/fastest median): **{spread:.3f}**.", ""]
-    else:
-        lines += ["Calibration: fewer than two GPUs answered the reference config; no spread.", ""]
-    return "\n".join(lines)
+def time_to_within(curve: Sequence[Sequence[float]], within: float = WITHIN) -> float | None:
+    """When the best first came within `within` of the final best."""
+    if not curve:
+        return None
+    final = curve[-1][1]
+    return next(at for at, best in curve if best <= final * (1 + within))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    from autotune.distributed.cluster import visible_gpus
+def spread(calibration: Mapping[str, float]) -> float | None:
+    return max(calibration.values()) / min(calibration.values()) if len(calibration) >= 2 else None
 
-    devices = visible_gpus()
-    if len(devices) < 2:
-        print(f"distributed_throughput: needs at least 2 GPUs; this machine has {len(devices)}", file=sys.stderr)
-        return 2
-    from distributed import Client
 
-    from autotune.distributed.cluster import start_local_cluster
+def report(runs: Sequence[Mapping[str, Any]], *, description: str) -> str:
+    """The Markdown report, from the results file's runs alone."""
+    generations = [r for r in runs if r["kind"] == "generation"]
+    lines = ["# Evaluation spread over GPUs: throughput", "", description, "",
+             "## Configs per second", "",
+             "Each run evaluates one generation as its description above says (since asynchronous evaluation: "
+             "submitted at once, no generation barrier); ratio: configs/s over one GPU's at the same size and farm "
+             "setting; last ok: when the last accurate config came back (the rest of the wall is failures).", "",
+             "| configs | farm | GPUs | compile workers | ok | wall s | configs/s | ratio to 1 GPU | last ok at s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    one = {(r["configs"], r["farm"]): r["configs"] / r["wall_s"] for r in generations if r["gpus"] == 1}
+    for r in sorted(generations, key=lambda r: (r["configs"], r["farm"], r["gpus"])):
+        rate = r["configs"] / r["wall_s"] if r["wall_s"] > 0 else float("nan")
+        base = one.get((r["configs"], r["farm"]))
+        last_ok = max((a["at_s"] for a in r["arrivals"] if a["status"] == "ok"), default=float("nan"))
+        lines.append(f"| {r['configs']} | {'on' if r['farm'] else 'off'} | {r['gpus']} | {r['compile_workers']} | "
+                     f"{r['ok']} | {r['wall_s']:.1f} | {rate:.2f} | " + (f"{rate / base:.2f}x" if base else "-")
+                     + f" | {last_ok:.1f} |")
+    sessions = [r for r in runs if r["kind"] == "pattern"]
+    if sessions:
+        lines += ["", "## A pattern session: time to within 2% of its final best", "",
+                  "| farm | GPUs | seconds | evaluations | final best ms | within 2% at s | ratio to 1 GPU |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        first = {r["farm"]: time_to_within(r["best_curve"]) for r in sessions if r["gpus"] == 1}
+        for r in sorted(sessions, key=lambda r: (r["farm"], r["gpus"])):
+            reached, base = time_to_within(r["best_curve"]), first.get(r["farm"])
+            final = f"{r['best_curve'][-1][1]:.4f}" if r["best_curve"] else "-"
+            ratio = f"{reached / base:.2f}" if reached is not None and base else "-"
+            lines.append(f"| {'on' if r['farm'] else 'off'} | {r['gpus']} | {r['seconds']:g} | {r['evaluations']} | "
+                         f"{final} | " + (f"{reached:.1f}" if reached is not None else "-") + f" | {ratio} |")
+    lines += ["", "## Calibration spread between the GPUs", "",
+              "The default config timed on each GPU worker before each run (slowest/fastest median); read it before "
+              "mixing measurements made on different GPUs.", "",
+              "| kind | configs | farm | GPUs | spread |", "| --- | --- | --- | --- | --- |"]
+    for r in runs:
+        value = spread(r["calibration"])
+        lines.append(f"| {r['kind']} | {r.get('configs', '-')} | {'on' if r['farm'] else 'off'} | {r['gpus']} | "
+                     + (f"{value:.3f}" if value is not None else "- (one GPU)") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _fake_setup(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    """The dry run: the hand-written Triton softmax's space, fake compile and timing."""
+    from autotune.distributed.fake_farm import FakeFarmFactory
+    from autotune.kernels import get_kernel
+    from autotune.task import bind_live
+
+    task = bind_live(get_kernel("softmax-triton"), (64, 1000), "float16", "cpu", seed=args.seed)
+    factory = FakeFarmFactory(fake_cost, fake_compile_s, bench_s=0.005, compile_timeout_s=2.0)
+    return task, factory, "a dry run on CPU worker processes (fake compile and timing; not a GPU measurement)"
+
+
+def fake_cost(params: Mapping[str, Any]) -> float:
+    from search_spaces.space import params_key
+
+    return 0.1 + int(params_key(dict(params))[:6], 16) / 16**6
+
+
+def fake_compile_s(params: Mapping[str, Any]) -> float:
+    """Mostly 10-40 ms; one config in 16 compiles for 0.5 s (a slow compile, as on the GPU)."""
+    from search_spaces.space import params_key
+
+    value = int(params_key(dict(params))[6:12], 16)
+    return 0.5 if value % 16 == 0 else 0.01 + (value % 1000) / 1000 * 0.03
+
+
+def _gpu_setup(args: argparse.Namespace, devices: Sequence[str]) -> tuple[Any, Any, str]:
     from autotune.distributed.factories import GPUEvaluatorFactory
-    from autotune.evaluators.gpu import default_compile_workers
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.task import bind_live
 
     spec = get_kernel(KERNEL)
     shape, dtype = parse_shape(args.shape, spec.rank), parse_dtype(args.dtype, spec.dtypes)
     task = bind_live(spec, shape, dtype, "cuda", seed=args.seed)
-    candidates = generation(task, args.configs, args.seed)
-    compile_workers = args.compile_workers or default_compile_workers((os.cpu_count() or 2) // 2)
     factory = GPUEvaluatorFactory(spec.name, tuple(shape), task.dtype, device_name=task.identity.device,
-                                  compile_workers=compile_workers, seed=args.seed)
-    runs = []
+                                  seed=args.seed)
+    return task, factory, (f"Helion softmax {args.shape} {args.dtype} on {task.identity.device} "
+                           f"({len(devices)} visible), random configs of seed {args.seed}")
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every (GPUs, farm) setting in turn: on a GPU machine each on a cluster of its own with its
+    own empty compile cache; in the dry run all on one cluster (a subset of its GPU workers)."""
+    from distributed import Client
+
+    from autotune.distributed.cluster import start_local_cluster, visible_gpus
+    from autotune.distributed.farm import can_farm
+
+    devices = [str(i) for i in range(max(args.gpus))] if args.fake else visible_gpus()
+    task, factory, description = _fake_setup(args) if args.fake else _gpu_setup(args, devices)
+    counts = [n for n in args.gpus if n <= len(devices)]
+    farms = [f == "on" for f in args.farm if f == "off" or can_farm(factory)]
+    if len(farms) < len(args.farm):
+        print("distributed_throughput: this evaluator cannot compile apart from timing yet; no farm runs")
+    settings = [(gpus, farm) for farm in farms for gpus in counts]
+    runs: list[dict[str, Any]] = []
     cache_root = Path(tempfile.mkdtemp(prefix="distributed-throughput-"))
+    clusters = [settings] if args.fake else [[setting] for setting in settings]
     try:
-        for gpus in (1, 2):
-            cluster = start_local_cluster(worker_environments(devices, gpus, cache_root))
+        for group in clusters:
+            gpus_most, farm_any = max(g for g, _ in group), any(f for _, f in group)
+            compilers = (args.compile_workers or max(1, (os.cpu_count() or 2) - 2 * gpus_most)) if farm_any else 0
+            envs, roles = worker_environments(devices, gpus_most, cache_root, compilers,
+                                              name=f"{gpus_most}-gpu-{'farm' if farm_any else 'own'}")
+            cluster = start_local_cluster(envs, roles)
             client = Client(cluster)
             try:
-                client.wait_for_workers(gpus, timeout=120)
-                runs.append(measure(client, factory, candidates, task.default_candidate(), args.batch_size))
-                print(f"{gpus} GPU(s): {runs[-1].configs} configs in {runs[-1].wall_s:.1f} s "
-                      f"(batches: {runs[-1].batches_text})", flush=True)
+                client.wait_for_workers(len(envs), timeout=300)
+                for gpus, farm in group:
+                    for count in args.configs:
+                        candidates = generation(task, count, args.seed + count)
+                        runs.append(measure(client, factory, candidates, task.default_candidate(), farm=farm,
+                                            gpus=gpus))
+                        print(f"{gpus} GPU(s), farm {'on' if farm else 'off'}: {count} configs in "
+                              f"{runs[-1]['wall_s']:.1f} s", flush=True)
+                    if args.pattern_seconds > 0:
+                        runs.append(pattern_session(client, factory, task, args.pattern_seconds, args.seed,
+                                                    farm=farm, gpus=gpus))
             finally:
                 client.close()
                 cluster.close()
     finally:
         shutil.rmtree(cache_root, ignore_errors=True)
-    text = report(runs, shape=args.shape, dtype=args.dtype, seed=args.seed, compile_workers=compile_workers,
-                  device=task.identity.device)
+    for r in runs:
+        r["description"] = description
+    return runs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not args.report_only:
+        if not args.fake:
+            from autotune.distributed.cluster import visible_gpus
+
+            if not visible_gpus():
+                print("distributed_throughput: needs a GPU (or --fake for a dry run on CPU workers)", file=sys.stderr)
+                return 2
+        runs = run(args)
+        earlier = json.loads(args.results.read_text()) if args.results.exists() else []
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(json.dumps(earlier + runs, indent=1))
+    if not args.results.exists():
+        print(f"distributed_throughput: no results file at {args.results}", file=sys.stderr)
+        return 2
+    runs = json.loads(args.results.read_text())
+    if not runs or not all(isinstance(r, dict) and "kind" in r for r in runs):
+        print(f"distributed_throughput: {args.results} holds no runs of this experiment "
+              "(an older format: measure again)", file=sys.stderr)
+        return 2
+    descriptions = sorted({r.get("description", "") for r in runs})
+    text = report(runs, description="Runs: " + "; ".join(d for d in descriptions if d) + ".")
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)
-    args.report.with_suffix(".json").write_text(json.dumps(timeline(runs), indent=1))
     print(text)
-    print(f"report written to {args.report}")
+    print(f"report written to {args.report} from {args.results}")
     return 0
 
 

@@ -134,3 +134,51 @@ def dies(item: Any, marker: str) -> None:
     with Path(marker).open("a") as out:
         out.write(f"killed pid {os.getpid()} on {item}\n")
     os._exit(1)
+
+
+def quick_compile_s(params: Mapping[str, Any]) -> float:
+    """A fake compile time in [0.01, 0.03) s, fixed by the config."""
+    return 0.01 + 0.02 * (hashed_cost(params) - 0.1)
+
+
+@dataclass(frozen=True)
+class SlowCompile:
+    """Compiles `victim` (canonical JSON) in `seconds`, every other config quickly; each start
+    and end of the victim's compile appends a timestamped line to `log`, when given."""
+
+    victim: str
+    seconds: float
+    log: str = ""
+
+    def __call__(self, params: Mapping[str, Any]) -> float:
+        if canonical_json(dict(params)) != self.victim:
+            return quick_compile_s(params)
+        if self.log:
+            import time
+
+            with Path(self.log).open("a") as out:
+                out.write(f"start {time.time()}\n")
+        return self.seconds
+
+
+@dataclass(frozen=True)
+class KillsItsCompileWorker:
+    """A compile time that kills the compile worker compiling `victim`, on its first attempt
+    only (or every time); each kill appends a line to `marker`, every compile its params to `log`."""
+
+    victim: str
+    marker: str
+    log: str = ""
+    every_time: bool = False
+
+    def __call__(self, params: Mapping[str, Any]) -> float:
+        if self.log:
+            with Path(self.log).open("a") as out:
+                out.write(canonical_json(dict(params)) + "\n")
+        if canonical_json(dict(params)) == self.victim:
+            marker = Path(self.marker)
+            if self.every_time or not marker.exists():
+                with marker.open("a") as out:
+                    out.write(f"killed pid {os.getpid()}\n")
+                os._exit(1)
+        return quick_compile_s(params)

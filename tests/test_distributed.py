@@ -22,6 +22,7 @@ from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.factories import FakeEvaluatorFactory  # noqa: E402
 from autotune.distributed.jobs import run_jobs  # noqa: E402
 from autotune.distributed.stream import ClusterStream, Failed  # noqa: E402
+from autotune.evaluators.base import InOrder  # noqa: E402
 from autotune.evaluators.fake import FakeEvaluator  # noqa: E402
 from autotune.session import Session, SessionSettings  # noqa: E402
 from autotune.strategies import get_strategy  # noqa: E402
@@ -31,6 +32,7 @@ from distributed_fakes import (KillsItsWorker, OpensTheCache, RebenchmarkingFake
 from search_spaces.space import canonical_json  # noqa: E402
 
 STRATEGY, SEED, BUDGET = "pattern", 3, 24
+WINDOW = 3  # configs in flight, the same for every cluster: the same proposals whatever the workers
 OPTIONS = {"initial_population": 6}  # small generations: several of them within the budget
 
 
@@ -66,7 +68,7 @@ class RecordingStrategy:
 def tune(task, evaluator, db: Path) -> tuple[Any, RecordingStrategy, Cache]:
     """One pattern-search session into `db` (the session records the evaluator's calibration)."""
     strategy = RecordingStrategy(get_strategy(STRATEGY)(task.space, seed=SEED, **OPTIONS))
-    settings = SessionSettings(strategy=STRATEGY, seed=SEED, budget=BUDGET, mode="gpu")
+    settings = SessionSettings(strategy=STRATEGY, seed=SEED, budget=BUDGET, mode="gpu", in_flight=WINDOW)
     journal = Cache.open(db, create=True)
     try:
         outcome = Session(task, evaluator, strategy, settings, journal).run()
@@ -86,8 +88,10 @@ def rows_by_generation(journal: Cache, session_id: int) -> dict[int, list[tuple[
 
 @pytest.fixture(scope="module")
 def in_process(triton_task, tmp_path_factory):
-    """The reference: the same session with a plain in-process fake evaluator."""
-    outcome, strategy, journal = tune(triton_task, FakeEvaluator(hashed_cost), tmp_path_factory.mktemp("p") / "p.db")
+    """The reference: the same session with a plain in-process fake evaluator, through the
+    asynchronous loop (one config at a time, in the order asked)."""
+    outcome, strategy, journal = tune(triton_task, InOrder(FakeEvaluator(hashed_cost)),
+                                      tmp_path_factory.mktemp("p") / "p.db")
     return outcome, strategy.asked, rows_by_generation(journal, outcome.session_id)
 
 
@@ -483,59 +487,3 @@ def test_tune_with_workers_records_where_and_resumes_with_the_same_workers(tmp_p
                           seed=0, generation_size=None, db=db, replay=False, space=None,
                           fresh=False, compile_workers=None, compile_timeout_s=60.0, resume=session["id"])
     assert resumed_request(request).workers == "local:2"
-
-
-# -- the two-GPU throughput experiment: its parts on CPU workers, its refusal without two GPUs -----
-def test_throughput_experiment_refuses_without_two_gpus(capsys):
-    from experiments import distributed_throughput
-
-    assert distributed_throughput.main(["--configs", "64"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "needs at least 2 GPUs" in err
-
-
-@pytest.mark.parametrize("argv", [["--configs", "32"], ["--batch-size", "0"], ["--compile-workers", "-1"],
-                                  ["--batch-size", "x"]])
-def test_throughput_experiment_refuses_bad_arguments_in_one_line(argv, capsys):
-    from experiments.distributed_throughput import parse_args
-
-    with pytest.raises(SystemExit) as exited:
-        parse_args(argv)
-    err = capsys.readouterr().err
-    assert exited.value.code == 2 and argv[0] in err.splitlines()[-1]
-
-
-def test_throughput_experiment_measures_and_reports(triton_task, one_worker, three_workers):
-    from experiments.distributed_throughput import generation, measure, report, timeline
-
-    candidates = generation(triton_task, 8, seed=1)
-    assert len({c.key for c in candidates}) == 8 == len(generation_of(triton_task, 8))
-    factory = FakeEvaluatorFactory(hashed_cost, delay_s=0.02)
-    runs = [measure(client, factory, candidates, triton_task.default_candidate())
-            for client in (one_worker, three_workers)]
-    assert [(r.gpus, r.configs, r.ok) for r in runs] == [(1, 8, 8), (3, 8, 8)]
-    assert [r.batches for r in runs] == [(8,), (3, 3, 2)]  # automatic: one batch per worker
-    text = report(runs, shape="64x40000", dtype="float16", seed=1, compile_workers=2, device="cpu")
-    assert "Throughput ratio (3 GPUs / 1 GPU)" in text and "Spread between the GPUs" in text
-    assert "| 3 | 8 | 8 |" in text and "**1.000**" in text  # the fake times the reference alike everywhere
-    assert "| 1 x 8 |" in text and "| 2 x 3 + 1 x 2 |" in text
-    assert "| 1 | cpu0 | 8 |" in text  # where the time went: one worker had all 8
-    assert sum(f"| 3 | cpu{i} |" in text for i in range(3)) == 3
-    rows = timeline(runs)
-    assert len(rows) == 16 and {row["gpus"] for row in rows} == {1, 3}
-    assert all(0 <= row["at_s"] <= runs[0].wall_s + 0.001 for row in rows if row["gpus"] == 1)  # rounded to ms
-    assert {row["measured_on"] for row in rows if row["gpus"] == 3} == {"cpu0", "cpu1", "cpu2"}
-
-
-def test_throughput_runs_compile_into_separate_empty_caches(tmp_path):
-    from experiments.distributed_throughput import worker_environments
-
-    one = worker_environments(["3", "5"], 1, tmp_path)
-    two = worker_environments(["3", "5"], 2, tmp_path)
-    assert [env["CUDA_VISIBLE_DEVICES"] for env in one.values()] == ["3"]
-    assert [env["CUDA_VISIBLE_DEVICES"] for env in two.values()] == ["3", "5"]
-    assert one["gpu0"]["TRITON_CACHE_DIR"] != two["gpu0"]["TRITON_CACHE_DIR"]
-    assert two["gpu0"]["TRITON_CACHE_DIR"] == two["gpu1"]["TRITON_CACHE_DIR"]  # a run's workers share theirs
-    assert not any((tmp_path / "2-gpu-run").iterdir())  # empty when the run starts
-    with pytest.raises(FileExistsError):  # never a cache left from an earlier run
-        worker_environments(["3", "5"], 2, tmp_path)

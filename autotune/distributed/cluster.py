@@ -5,6 +5,13 @@
   each GPU's evaluator are that worker's children.
 * `local:N`: N single-threaded CPU worker processes (cpu0, ...): tests, fakes, whole jobs.
 * anything else is a scheduler address (`tcp://host:8786`): join an existing cluster.
+* `+compile:M` after `local-gpus` or `local:N` adds M compile workers (compile0, ...), CPU
+  processes that compile configs for the GPU workers (a compile farm, farm.py).
+
+Roles are Dask resources: the GPU workers started here declare `gpu`, compile workers
+`compile`; on an external cluster, start GPU workers with `--resources gpu=1` and compile
+workers (on any host) with `--resources compile=1` (a cluster that declares no role has GPU
+workers only).
 
 For the clusters started here, a worker that dies is never retried by the scheduler
 (`allowed_failures=0`): the evaluator retries once on another worker itself, so the rule is
@@ -22,6 +29,7 @@ from typing import Any, Callable
 
 LOCAL_GPUS = "local-gpus"
 CPU_PREFIX = "local:"
+COMPILE_SUFFIX = "+compile:"
 
 # Set in the process that starts the cluster: nannies read it each time they (re)start a worker.
 WORKER_CONFIG = {"distributed.worker.daemon": False}
@@ -37,15 +45,23 @@ class WorkersSpec:
     kind: str  # "local-gpus", "local" or "address"
     count: int = 0  # CPU workers, for "local"
     address: str = ""  # for "address"
+    compilers: int = 0  # local compile workers beside them (+compile:M)
 
     @property
     def text(self) -> str:
-        return {"local-gpus": LOCAL_GPUS, "local": f"{CPU_PREFIX}{self.count}"}.get(self.kind, self.address)
+        base = {"local-gpus": LOCAL_GPUS, "local": f"{CPU_PREFIX}{self.count}"}.get(self.kind, self.address)
+        return base + (f"{COMPILE_SUFFIX}{self.compilers}" if self.compilers else "")
 
 
 def parse_workers(text: str) -> WorkersSpec:
     """`local-gpus`, `local:N` (N >= 1) or a scheduler address; ValueError in one line otherwise."""
     text = text.strip()
+    if COMPILE_SUFFIX in text and "://" not in text:
+        base, count = text.split(COMPILE_SUFFIX, 1)
+        if not count.isascii() or not count.isdigit() or int(count) < 1:
+            raise ValueError(f"--workers {text!r}: +compile:M needs a positive number of compile workers")
+        spec = parse_workers(base)
+        return WorkersSpec(spec.kind, count=spec.count, address=spec.address, compilers=int(count))
     if text == LOCAL_GPUS:
         return WorkersSpec("local-gpus")
     if text.startswith(CPU_PREFIX):
@@ -90,7 +106,11 @@ def connect(workers: str | WorkersSpec) -> tuple[Any, Callable[[], None]]:
         worker_specs = {f"gpu{i}": {"CUDA_VISIBLE_DEVICES": device} for i, device in enumerate(devices)}
     else:
         worker_specs = {f"cpu{i}": {} for i in range(spec.count)}
-    cluster = start_local_cluster(worker_specs)
+    roles = {name: {"gpu": 1} for name in worker_specs}
+    for i in range(spec.compilers):  # CPU only: no GPU is visible to a compile worker
+        worker_specs[f"compile{i}"] = {"CUDA_VISIBLE_DEVICES": ""}
+        roles[f"compile{i}"] = {"compile": 1}
+    cluster = start_local_cluster(worker_specs, roles)
     client = Client(cluster)
     client.wait_for_workers(len(worker_specs), timeout=120)
 
@@ -101,16 +121,24 @@ def connect(workers: str | WorkersSpec) -> tuple[Any, Callable[[], None]]:
     return client, close
 
 
-def start_local_cluster(worker_env: dict[str, dict[str, str]]) -> Any:
+def start_local_cluster(worker_env: dict[str, dict[str, str]],
+                        resources: dict[str, dict[str, float]] | None = None, *, in_process: bool = False) -> Any:
     """A local cluster of single-threaded, non-daemonic worker processes, one per name, each
-    with the given extra environment; no dashboard and no memory limit (an evaluator's memory
-    is its GPU's, and a worker killed for memory would look like a crash)."""
+    with the given extra environment and role (`resources`; default: every worker a GPU
+    worker); no dashboard and no memory limit (an evaluator's memory is its GPU's, and a
+    worker killed for memory would look like a crash)."""
     import dask
-    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed import Nanny, Scheduler, SpecCluster, Worker
 
     dask.config.set(WORKER_CONFIG)  # process-wide: nannies restart dead workers long after this call
-    workers = {name: {"cls": Nanny, "options": {"name": name, "nthreads": 1, "memory_limit": 0, "env": env,
-                                                "host": "127.0.0.1", "silence_logs": logging.ERROR}}
+    roles = resources or {}
+    # In this process (threads, no environment of their own): fakes in tests, where starting a
+    # process per worker would cost seconds each.  A worker there must not forbid writes.
+    options = {} if in_process else {"silence_logs": logging.ERROR}
+    workers = {name: {"cls": Worker if in_process else Nanny,
+                      "options": {"name": name, "nthreads": 1, "memory_limit": 0, "host": "127.0.0.1",
+                                  "resources": roles.get(name, {"gpu": 1}), **options,
+                                  **({} if in_process else {"env": env})}}
                for name, env in worker_env.items()}
     scheduler = {"cls": Scheduler, "options": {"allowed_failures": 0, "dashboard": False, "dashboard_address": ":0",
                                                "host": "127.0.0.1"}}

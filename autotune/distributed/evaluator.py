@@ -22,6 +22,7 @@ import uuid
 from typing import Any, Callable, Iterator, Sequence
 
 from autotune.distributed import on_worker
+from autotune.distributed.pipeline import COMPILE, GPU, Pipeline
 from autotune.distributed.stream import ClusterStream, Failed, run_on_cluster
 from autotune.types import Candidate, Result, Status
 
@@ -60,24 +61,44 @@ class DistributedEvaluator:
 
     def __init__(self, client: Any, factory: Callable[[], Any], *, reference: Candidate | None = None,
                  batch_size: int | None = 1, on_close: Callable[[], None] | None = None,
-                 calibration_timeout_s: float = CALIBRATION_TIMEOUT_S) -> None:
+                 calibration_timeout_s: float = CALIBRATION_TIMEOUT_S, farm: bool | None = None,
+                 gpus: int | None = None, async_batch_size: int = 1) -> None:
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be at least 1 (or None: automatic), got {batch_size}")
         self.client, self.factory, self.batch_size = client, factory, batch_size
         self._on_close = on_close
         self._closed = False
-        names = sorted(str(info.get("name")) for info in client.scheduler_info()["workers"].values())
-        self.description = (f"{getattr(factory, 'description', 'evaluating')} through Dask: {len(names)} "
-                            f"worker(s) ({', '.join(names)})")
+        # Configs kept in flight for the asynchronous session (pipeline.py): GPU workers, and a
+        # compile farm where the cluster has compile workers and the factory can compile apart.
+        self.pipeline = Pipeline(client, factory, farm_on=farm, gpus=gpus, batch_size=async_batch_size)
+        gpu_names = [name for name, _ in self.pipeline.members[GPU]]
+        compile_names = [name for name, _ in self.pipeline.members[COMPILE]] if self.pipeline.farm else []
+        self.description = (f"{getattr(factory, 'description', 'evaluating')} through Dask: {len(gpu_names)} "
+                            f"worker(s) ({', '.join(gpu_names)})"
+                            + (f", compiling on {len(compile_names)} ({', '.join(compile_names)})"
+                               if compile_names else ""))
         self.calibration: dict[str, Result] = (
             self._calibrate(reference, calibration_timeout_s) if reference is not None else {})
+
+    # -- the asynchronous protocol (autotune/evaluators/base.py: AsyncEvaluator) ---------------
+    def slots(self) -> int:
+        return self.pipeline.slots()
+
+    def submit(self, candidates: Sequence[Candidate]) -> None:
+        self.pipeline.submit(candidates)
+
+    def poll(self, timeout: float) -> list[Result]:
+        return self.pipeline.poll(timeout)
+
+    def cancel(self) -> None:
+        self.pipeline.cancel()
 
     # -- the protocol --------------------------------------------------------------------
     def batches(self, candidates: Sequence[Candidate]) -> list[list[Candidate]]:
         """How a generation is cut into Dask tasks (see the class docstring)."""
         if self.batch_size is not None:
             return [list(candidates[i:i + self.batch_size]) for i in range(0, len(candidates), self.batch_size)]
-        workers = max(1, len(self.client.nthreads()))
+        workers = max(1, len(self.pipeline.members[GPU]))
         return split_evenly(candidates, BATCHES_PER_WORKER * workers)
 
     def evaluate(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
@@ -85,6 +106,9 @@ class DistributedEvaluator:
         queue as it is measured, and returns its batch's results when the batch is done (the
         two are merged, each config once).  A batch whose worker died is retried with only the
         configs that had not come back, so a dead worker costs only its configs in flight."""
+        if self.pipeline.farm or self.pipeline.gpus is not None or self.pipeline.members[COMPILE]:
+            yield from self._through_pipeline(candidates)  # roles to respect: every config as its own task
+            return
         from distributed import Queue
 
         wanted = {candidate.key for candidate in candidates}
@@ -126,13 +150,34 @@ class DistributedEvaluator:
             with contextlib.suppress(Exception):
                 sink.close()
 
+    def _through_pipeline(self, candidates: Sequence[Candidate]) -> Iterator[Result]:
+        self.pipeline.submit(candidates)
+        left = {candidate.key for candidate in candidates}
+        try:
+            while left:
+                for result in self.pipeline.poll(POLL_S):
+                    if result.key in left:
+                        left.discard(result.key)
+                        yield result
+        finally:
+            if left:
+                self.pipeline.cancel()
+
     def baselines(self) -> dict[str, Result]:
         """The library baselines, timed on one worker (like every other baseline of a session)."""
-        for _index, outcome in run_on_cluster(self.client, on_worker.baselines, [None], self.factory):
+        for _index, outcome in run_on_cluster(self.client, on_worker.baselines, [None], self.factory,
+                                                  workers=self._gpu_addresses()):
             return {} if isinstance(outcome, Failed) else outcome
         return {}
 
+    def _gpu_addresses(self) -> list[str] | None:
+        """Where a task that needs a GPU may run: None (anywhere) on a cluster of GPU workers only."""
+        if not self.pipeline.members[COMPILE] and self.pipeline.gpus is None:
+            return None
+        return [address for _name, address in self.pipeline.members[GPU]]
+
     def close(self) -> None:
+        self.pipeline.cancel()
         if self._closed:
             return
         self._closed = True
@@ -150,7 +195,7 @@ class DistributedEvaluator:
 
         futures = [self.client.submit(on_worker.evaluate, [reference], self.factory, pure=False, workers=[address],
                                       allow_other_workers=False)
-                   for address in self.client.scheduler_info()["workers"]]
+                   for _name, address in self.pipeline.members[GPU]]  # the GPUs only: compile workers time nothing
         try:
             wait(futures, timeout=timeout_s)
         except TimeoutError:  # a worker that never answered is left uncalibrated
@@ -180,7 +225,8 @@ class RebenchmarkingDistributedEvaluator(DistributedEvaluator):
     def rebenchmark(self, candidates: Sequence[Candidate]) -> dict[str, Result]:
         if not candidates:
             return {}
-        for _index, outcome in run_on_cluster(self.client, on_worker.rebenchmark, [list(candidates)], self.factory):
+        for _index, outcome in run_on_cluster(self.client, on_worker.rebenchmark, [list(candidates)], self.factory,
+                                                  workers=self._gpu_addresses()):
             return {} if isinstance(outcome, Failed) else outcome[1]
         return {}
 

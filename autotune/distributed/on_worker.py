@@ -66,16 +66,17 @@ def _evaluator(factory: Callable[[], Any]) -> Iterator[Any]:
     """This worker's evaluator for `factory`, built on first use; one task at a time uses it.
     An evaluator that raised is closed and dropped, so the next task builds a fresh one."""
     forbid_writes_in_this_process(WORKER_REASON)
+    key = (worker_name(), factory)  # per worker: several may share a process (threads, in tests)
     with _locks_guard:
-        lock = _locks.setdefault(factory, threading.Lock())
+        lock = _locks.setdefault(key, threading.Lock())
     with lock:
-        evaluator = _evaluators.get(factory)
+        evaluator = _evaluators.get(key)
         if evaluator is None:
-            evaluator = _evaluators[factory] = factory()
+            evaluator = _evaluators[key] = factory()
         try:
             yield evaluator
         except BaseException:
-            _evaluators.pop(factory, None)
+            _evaluators.pop(key, None)
             with contextlib.suppress(Exception):
                 evaluator.close()
             raise
@@ -127,13 +128,15 @@ def baselines(_: Any, factory: Callable[[], Any]) -> dict[str, Result]:
 
 
 def close_evaluators(factory: Hashable) -> int:
-    """Close this worker's evaluator for `factory` (run on every worker when the driver closes)."""
-    evaluator = _evaluators.pop(factory, None)
-    if evaluator is None:
-        return 0
-    with contextlib.suppress(Exception):
-        evaluator.close()
-    return 1
+    """Close this worker process's evaluators for `factory` (run on every worker when the driver closes)."""
+    closed = 0
+    for key in [key for key in _evaluators if key[1] == factory]:
+        evaluator = _evaluators.pop(key, None)
+        if evaluator is not None:
+            closed += 1
+            with contextlib.suppress(Exception):
+                evaluator.close()
+    return closed
 
 
 def run_job(job: Callable[[Path], dict]) -> tuple[str, dict | None, str, bytes | None]:

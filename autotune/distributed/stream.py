@@ -37,8 +37,10 @@ class ClusterStream:
     """
 
     def __init__(self, client: Any, fn: Callable[..., Any], items: Sequence[Any], *extra: Any,
-                 retry_on_error: bool = True, retry_item: Callable[[int, Any], Any] | None = None) -> None:
+                 retry_on_error: bool = True, retry_item: Callable[[int, Any], Any] | None = None,
+                 workers: Sequence[str] | None = None) -> None:
         self.client, self.fn, self.extra = client, fn, extra
+        self.workers = list(workers) if workers else None  # only these addresses (a role's workers)
         self.items = list(items)
         self.retry_on_error, self.retry_item = retry_on_error, retry_item
         self._waiting: deque[tuple[int, list[tuple[str, str]]]] = deque((i, []) for i in range(len(self.items)))
@@ -78,8 +80,9 @@ class ClusterStream:
         slots = max(1, sum(self.client.nthreads().values())) - len(self._running)
         while self._waiting and slots > 0:
             index, history = self._waiting.popleft()
-            future = self.client.submit(self.fn, self.items[index], *self.extra, pure=False,
-                                        **_elsewhere(self.client, history))
+            options = ({"workers": self.workers, "allow_other_workers": False} if self.workers
+                       else _elsewhere(self.client, history))
+            future = self.client.submit(self.fn, self.items[index], *self.extra, pure=False, **options)
             self._running[future] = (index, history)
             slots -= 1
 
@@ -99,10 +102,10 @@ class ClusterStream:
 
 
 def run_on_cluster(client: Any, fn: Callable[..., Any], items: Sequence[Any], *extra: Any,
-                   retry_on_error: bool = True) -> Iterator[tuple[int, Any]]:
+                   retry_on_error: bool = True, workers: Sequence[str] | None = None) -> Iterator[tuple[int, Any]]:
     """Yield (item index, fn(item, *extra) or Failed) as tasks complete, in any order (see
     ClusterStream).  Closing the iterator early cancels the tasks still in flight."""
-    stream = ClusterStream(client, fn, items, *extra, retry_on_error=retry_on_error)
+    stream = ClusterStream(client, fn, items, *extra, retry_on_error=retry_on_error, workers=workers)
     try:
         while not stream.finished:
             outcome = stream.next_outcome()
