@@ -1,10 +1,10 @@
 """The Python API: tune a kernel of your own, get its best config, serve configs by shape.
 
     import autotune
-    result = autotune.tune(rms_norm, (x, w), strategy="evolution", budget=200)
+    result = autotune.tune(kernel, (x, w), strategy="evolution", budget=200)  # kernel: an autotune.Kernel
     result.config            # helion.Config (or triton.Config) of the best found
     result.table             # best found, default config and baselines: ms, ratio, GB/s, TFLOP/s
-    fast = autotune.configured(rms_norm)   # picks the best recorded config at each call's shape
+    fast = autotune.configured(kernel)     # picks the best recorded config at each call's shape
 
 `tune` runs the same session as `autotune tune` (one loop for the CLI, the API and the
 experiments); every evaluation is recorded in `db` as it completes.
@@ -106,8 +106,10 @@ def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int]
 
     The measuring processes rebuild the inputs from the shape with the kernel's `inputs` hook,
     so `args` only say which problem: they must match what the hook builds.  `reference=` and
-    `baselines=` override the kernel's own (module-level functions: they run in the measuring
-    processes).  The session is recorded in `db` (yours); earlier measurements are read from it
+    `baselines=` override the kernel's own (any function that pickles: the kernel travels to the
+    measuring processes with every hook, kernel_wire.py).  A `@helion.kernel` that its module
+    wraps in an `autotune.Kernel` is refused, naming the wrapper: tune the wrapper, which carries
+    the hooks.  The session is recorded in `db` (yours); earlier measurements are read from it
     and from `shipped` (the shipped data, never written).
     Without a GPU the session replays recorded data (`replay=True` forces it), or
     with `interpret=True` runs every config through the Triton interpreter on the CPU.
