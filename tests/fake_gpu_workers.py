@@ -79,8 +79,12 @@ def _sleep(native: dict[str, Any], step: str) -> None:
 
 
 def _set_up(conn) -> bool:
-    """The gated boot: 'booted', then the set-up once the parent grants it."""
+    """The gated boot: 'booted', then the set-up once the parent grants it.  FAKE_GPU_ABORT_AT_START=1:
+    write an assertion to fd 2 and abort instead, as a kernel whose import trips a compiler would."""
     time.sleep(float(os.environ.get("FAKE_GPU_BOOT_S", "0")))
+    if os.environ.get("FAKE_GPU_ABORT_AT_START") == "1":
+        os.write(2, f"warming up\npython: /src/lib/Tools/LinearLayout.cpp:1: {ASSERTION}\n".encode())
+        _die("abort")
     conn.send(("booted",))
     if conn.recv() is None:
         return False

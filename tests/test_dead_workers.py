@@ -160,3 +160,17 @@ def test_a_device_that_no_longer_runs_work_is_reported_broken():
     assert context_broken(torch, "cpu") is None
     if not torch.cuda.is_available():
         assert context_broken(torch, "cuda")
+
+
+def test_a_worker_that_dies_while_starting_says_how_and_why(monkeypatch):
+    """Its output is captured like a config's: the failed assertion is named in the one-line
+    reason instead of being printed on the terminal."""
+    from autotune.evaluators.gpu_process import WorkerSetupError
+
+    monkeypatch.setenv("FAKE_GPU_ABORT_AT_START", "1")
+    with pytest.raises(WorkerSetupError) as raised:
+        GPUEvaluator("softmax-triton", (4, 8), "float16", device_name="fake", compile_workers=1,
+                     compile_target=fake_gpu_workers.compile_target, bench_target=fake_gpu_workers.bench_target)
+    first = str(raised.value).splitlines()[0]
+    assert first.startswith("compile-0 died while starting (killed by SIGABRT): python: ")
+    assert first.endswith(fake_gpu_workers.ASSERTION)

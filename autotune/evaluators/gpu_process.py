@@ -196,12 +196,12 @@ class Worker:
             try:
                 message = self.conn.recv()
             except (EOFError, OSError):
-                self._fail(f"{self.name} died while starting (exit code {self.exit_code()})")
+                self._fail(self._death_while_starting())
             self._on_boot_message(message)
             if self.state == READY:
                 return READY
         if not self.alive():
-            self._fail(f"{self.name} died while starting (exit code {self.exit_code()})")
+            self._fail(self._death_while_starting())
         if self.state != BOOTED and time.monotonic() - self.since > SETUP_TIMEOUT_S:
             self._fail(f"{self.name} did not start within {SETUP_TIMEOUT_S:.0f} s")
         return self.state
@@ -212,7 +212,7 @@ class Worker:
         try:
             self.conn.send(("setup",))
         except OSError:
-            self._fail(f"{self.name} died while starting (exit code {self.exit_code()})")
+            self._fail(self._death_while_starting())
         self.state, self.since = SETTING_UP, time.monotonic()
 
     def wait_ready(self, timeout: float = SETUP_TIMEOUT_S) -> None:
@@ -277,6 +277,19 @@ class Worker:
             self.setup_phases = dict(message[1]) if len(message) > 1 else self.setup_phases
         else:  # ("setup_failed", text)
             self._fail(f"{self.name} could not set up: {message[1]}")
+
+    def _death_while_starting(self) -> str:
+        """Why it died before it was ready: how it ended, and the telling line of what it wrote."""
+        from autotune.evaluators.failures import exit_description
+        from autotune.evaluators.worker_output import telling_line
+
+        reason = f"{self.name} died while starting ({exit_description(self.exit_code())})"
+        try:
+            lines = [line for line in self.output.read_text(errors="replace").splitlines() if line.strip()] \
+                if self.output is not None else []
+        except OSError:
+            lines = []
+        return f"{reason}: {telling_line(lines)[:300]}" if lines else reason
 
     def exit_code(self) -> int | None:
         if self.process is None:
