@@ -10,7 +10,6 @@ import math
 
 import pytest
 
-from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.pattern import MAX_WEIGHT, MIN_WEIGHT
 from autotune.strategies.pattern_presets import FocusPatternSearch
 from autotune.strategies.pattern_presets import FullPatternSearch

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.strategies import get_strategy, strategy_source
 from autotune.strategies.pattern import PatternSearch
 from autotune.strategies.pattern_presets import EndsPatternSearch
 from autotune.strategies.pattern_presets import FullPatternSearch
