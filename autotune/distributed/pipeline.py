@@ -123,6 +123,8 @@ class Pipeline:
         for future in [f for f in self.running if f.done()]:
             results += self._settle(future)
         results += self._drain()
+        self._refresh_when_short()  # a death just settled: the scheduler has dropped that worker by now
+        self._recover_lost()
         self._start()
         for result in results:
             self.deadline.observe(result)
@@ -181,8 +183,20 @@ class Pipeline:
             self.running[future] = (stage, configs, address)
 
     def _recover_lost(self) -> None:
-        """Compiled artifacts a dead compile worker took with it: compile those configs again
-        (not counted against them), rather than let Dask wait to recompute them there."""
+        """Tasks sent to a worker that had just died, and compiled artifacts a dead compile
+        worker took with it: sent or compiled again (not counted against their configs),
+        rather than left waiting for a worker that is gone."""
+        live = {address for members in self.members.values() for _, address in members}
+        for future, (stage, configs, address) in list(self.running.items()):
+            if address not in live and not future.done():  # sent to a worker that was gone: send again
+                del self.running[future]
+                future.cancel()
+                for config in reversed(configs):
+                    if stage == "time" and _compiled_ok(config.compiled):
+                        self.compiled.appendleft(config)
+                    else:
+                        config.compiled = None
+                        self.waiting.appendleft(config)
         if not self.farm:
             return
         for config in [c for c in self.compiled if c.compiled.status != "finished"]:
