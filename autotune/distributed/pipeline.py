@@ -120,6 +120,8 @@ class Pipeline:
         if not results and self.running:
             with contextlib.suppress(TimeoutError):
                 wait(list(self.running), timeout=timeout, return_when="FIRST_COMPLETED")
+        elif not results:  # nothing to wait on (a worker restarting): do not spin
+            time.sleep(timeout)
         for future in [f for f in self.running if f.done()]:
             results += self._settle(future)
         results += self._drain()

@@ -9,6 +9,8 @@ from autotune.errors import UserError
 from autotune.task import TuningTask
 from search_spaces.space import InvalidConfig
 
+ASYNC_BATCH = 4  # configs per GPU task where the compile processes per worker are not known here
+
 
 def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], task: TuningTask,
                               console: Any) -> Any:
@@ -16,9 +18,7 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
 
     Each local GPU worker gets an equal share of this machine's cores for its compile
     processes, less two for its benchmark process and itself (`--compile-workers` sets it
-    per worker).  Each generation goes out in one batch per worker (the automatic batch size
-    of `DistributedEvaluator`): within a batch a worker compiles while it times, so a large
-    batch hides its slowest compile, and a worker pays a batch's slowest compile once.
+    per worker).
     """
     from autotune.distributed.cluster import connect, parse_workers
     from autotune.distributed.evaluator import distributed_evaluator
@@ -32,7 +32,9 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
     except (ImportError, RuntimeError, OSError, TimeoutError) as error:
         raise UserError(str(error)) from None
     try:
-        count = len(client.nthreads())
+        from autotune.distributed.pipeline import GPU, roles
+
+        count = max(1, len(roles(client)[GPU]))  # compile workers, if any, compile for them
         compile_workers = request.compile_workers
         if compile_workers is None and spec_of_workers.kind == "local-gpus":
             compile_workers = default_compile_workers((os.cpu_count() or 2) // count)
@@ -47,8 +49,11 @@ def distributed_gpu_evaluator(request: Any, spec: Any, shape: tuple[int, ...], t
             reference = None
         console.print(f"spreading evaluation over {count} Dask worker(s) ({request.workers}); "
                       + ("timing the default config on each to calibrate them" if reference else "no calibration"))
-        return distributed_evaluator(client, factory, reference=reference,
-                                     batch_size=None, on_close=close)
+        # The session keeps configs in flight (async_search.py); each task hands a GPU worker as
+        # many configs as it has compile processes, so its evaluator compiles them in parallel
+        # while it times (the GPU evaluator cannot yet take configs one by one while busy).
+        return distributed_evaluator(client, factory, reference=reference, batch_size=None, on_close=close,
+                                     async_batch_size=max(1, compile_workers or ASYNC_BATCH))
     except BaseException:
         close()
         raise
