@@ -119,7 +119,8 @@ def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int]
 
     from autotune.tuning import TuneRequest, run_tune
 
-    kernel = resolve_kernel(kernel) if isinstance(kernel, str) else as_kernel(kernel)
+    kernel = resolve_kernel(kernel, refuse_wrapped=True) if isinstance(kernel, str) \
+        else as_kernel(kernel, refuse_wrapped=True)
     if reference is not None or baselines is not None:
         kernel = kernel.with_hooks(reference=reference, baselines=baselines)
     shape_text, dtype_name = _problem(kernel, args, shape, dtype)

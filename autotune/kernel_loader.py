@@ -7,8 +7,9 @@ user's kernel is measured in worker processes exactly as the user wrote it.
 A file is imported as a module of its own (its `if __name__ == "__main__":` block does not
 run), once per process until `forget_loaded_files`.  `name` may be an `autotune.Kernel` or a
 `@helion.kernel`; a Helion kernel that the file also wraps in an `autotune.Kernel` (to give it
-inputs, a reference or baselines) is refused with the wrapper's name: the wrapper is what is
-tuned, so that no hook is silently left behind.  Measuring processes receive the kernel
+inputs, a reference or baselines) is refused with the wrapper's name where a user names a
+kernel to tune or serve (the wrapper is what is tuned, so that no hook is silently left
+behind), and taken with the wrapper's hooks where a recorded locator is read back.  Measuring processes receive the kernel
 itself (kernel_wire.py); the locator names it for the CLI and for `--resume`.
 """
 
@@ -64,8 +65,11 @@ def _is_file_locator(where: str) -> bool:
     return where.endswith(".py") or "/" in where
 
 
-def resolve_kernel(text: str) -> Kernel:
-    """The kernel a locator or built-in name stands for; KernelNotFound (one line) if none."""
+def resolve_kernel(text: str, *, refuse_wrapped: bool = False) -> Kernel:
+    """The kernel a locator or built-in name stands for; KernelNotFound (one line) if none.
+    `refuse_wrapped` (what a user names to tune or serve): a Helion kernel its file wraps in an
+    autotune.Kernel is refused, naming the wrapper; otherwise (a recorded locator, read back for
+    `show` or `--resume`) the wrapper is taken."""
     if not is_locator(text):
         from autotune.kernels.registry import UnknownKernel, get_kernel
 
@@ -79,14 +83,17 @@ def resolve_kernel(text: str) -> Kernel:
     if not hasattr(module, attribute):
         found = ", ".join(sorted(_kernels_in(module))) or "none"
         raise KernelNotFound(f"{where} has no {attribute!r} (kernels there: {found})")
-    kernel = as_kernel(getattr(module, attribute), module, label=f"{attribute!r} in {where}")
+    kernel = as_kernel(getattr(module, attribute), module, label=f"{attribute!r} in {where}",
+                       refuse_wrapped=refuse_wrapped)
     kernel.locator = kernel.locator or f"{_canonical(where)}:{attribute}"
     return kernel
 
 
-def as_kernel(obj: Any, module: ModuleType | None = None, *, label: str | None = None) -> Kernel:
+def as_kernel(obj: Any, module: ModuleType | None = None, *, label: str | None = None,
+              refuse_wrapped: bool = False) -> Kernel:
     """`obj` as an autotune.Kernel: itself, or a Helion kernel with the hooks its module's
-    wrapper gives it (with defaults where there is none)."""
+    wrapper gives it (refused instead, naming the wrapper, with `refuse_wrapped`), or with
+    defaults where there is none."""
     if isinstance(obj, Kernel):
         return obj
     label = label or repr(getattr(obj, "__name__", obj))
@@ -96,7 +103,9 @@ def as_kernel(obj: Any, module: ModuleType | None = None, *, label: str | None =
                              "is tuned as autotune.Kernel(launch, space=...))")
     module = module or sys.modules.get(getattr(obj.fn, "__module__", ""), None)
     for name, value in vars(module).items() if module is not None else ():
-        if isinstance(value, Kernel) and value.fn is obj:  # its hooks live on the wrapper: take that
+        if isinstance(value, Kernel) and value.fn is obj:  # its hooks live on the wrapper
+            if not refuse_wrapped:
+                return value
             where = getattr(module, "__file__", None) or module.__name__
             raise KernelNotFound(f"{label} is wrapped in autotune.Kernel {name!r} (in {where}), which carries its "
                                  f"hooks: tune {name!r} itself (FILE.py:{name} on the command line)")

@@ -203,7 +203,8 @@ def configured(kernel: Any, *, db: str | Path | Sequence[str | Path] | None = No
     table written by `autotune export KERNEL --format json` (`table=`).  Measurements of the GPU
     a call runs on serve it (`device=NAME`: as if on that GPU); another GPU's only when declared
     in `fallback` ("any-gpu", or GPU names in order)."""
-    kernel = resolve_kernel(kernel) if isinstance(kernel, str) else as_kernel(kernel)
+    kernel = resolve_kernel(kernel, refuse_wrapped=True) if isinstance(kernel, str) \
+        else as_kernel(kernel, refuse_wrapped=True)  # the autotune.Kernel, not the Helion kernel it wraps
     shipped_path = _shipped_path(shipped)
     if table is not None:
         loaded = ConfigTable.load(table)

@@ -149,7 +149,10 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     except ValueError as error:
         raise UserError(str(error)) from None
     configs = read_configs(request.configs)
-    spec = request.kernel if isinstance(request.kernel, Kernel) else resolve_kernel(request.kernel)
+    # A kernel named now must be the autotune.Kernel; a recorded locator (--resume) is read back.
+    resumed = request.resume is not None or request.resume_last
+    spec = request.kernel if isinstance(request.kernel, Kernel) else \
+        resolve_kernel(request.kernel, refuse_wrapped=not resumed)
     try:
         strategy_cls = get_strategy(request.strategy)
     except UnknownStrategy as error:

@@ -1,6 +1,6 @@
 """Attention forward (non-causal, softmax(q k^T / sqrt(D)) v), a flash-style Helion kernel.
 
-    autotune tune examples/attention.py:attention --shape 16x96x4096x64 --dtype float16
+    autotune tune examples/attention.py:kernel --shape 16x96x4096x64 --dtype float16
 
 The shape is BxHxSxD: q, k and v are [B, H, S, D].  Each program keeps a tile of queries and
 walks the keys in tiles with a running max and sum (the scores never leave the chip).  The

@@ -1,6 +1,6 @@
 """Cross-entropy over a large vocabulary, one loss per row, as a user would write it in Helion.
 
-    autotune tune examples/cross_entropy.py:cross_entropy --shape 4096x128256 --dtype bfloat16
+    autotune tune examples/cross_entropy.py:kernel --shape 4096x128256 --dtype bfloat16
 
 The shape is NxV: logits are [N, V], labels [N] (int64); the losses come out in float32.
 """

@@ -1,6 +1,6 @@
 """Layer norm with weight and bias, as a user would write it in Helion.
 
-    autotune tune examples/layer_norm.py:layer_norm --shape 4096x8192 --dtype float16
+    autotune tune examples/layer_norm.py:kernel --shape 4096x8192 --dtype float16
 
 The shape is MxN: x is [M, N], weight and bias are [N].
 """

@@ -1,6 +1,6 @@
 """RMS norm written as a user would: a Helion kernel and what autotune needs to measure it.
 
-    autotune tune examples/rms_norm.py:rms_norm --shape 4096x8192 --dtype float16 --strategy evolution
+    autotune tune examples/rms_norm.py:kernel --shape 4096x8192 --dtype float16 --strategy evolution
 
 The shape is MxN: x is [M, N], weight is [N].  Nothing else is required: autotune checks every
 config against this kernel's own body run eagerly in float64, unless a reference is given.

@@ -54,10 +54,12 @@ def test_a_kernel_in_a_file_is_found_by_its_autotune_kernel_name(user_files: Pat
 
 
 def test_naming_the_helion_kernel_a_file_wraps_names_the_wrapper(user_files: Path) -> None:
-    with pytest.raises(KernelNotFound) as raised:
-        resolve_kernel(f"{user_files}/my_kernels.py:scale_rows")
+    with pytest.raises(KernelNotFound) as raised:  # what a user names to tune or serve
+        resolve_kernel(f"{user_files}/my_kernels.py:scale_rows", refuse_wrapped=True)
     text = str(raised.value)
     assert "\n" not in text and "wrapped in autotune.Kernel 'kernel'" in text and "FILE.py:kernel" in text
+    # a locator recorded before (a session's kernel_locator, read back by show or --resume) finds the wrapper
+    assert resolve_kernel(f"{user_files}/my_kernels.py:scale_rows").inputs_given
 
 
 def test_a_bare_helion_kernel_gets_default_inputs_and_its_eager_body_as_reference(user_files: Path) -> None:

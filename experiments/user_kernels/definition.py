@@ -34,15 +34,15 @@ def _attention_configs() -> tuple[dict, ...]:
 
 
 PARTS = {
-    "rms_norm": Part("examples/rms_norm.py:rms_norm", "float16",
+    "rms_norm": Part("examples/rms_norm.py:kernel", "float16",
                      fit=((2048, 4096), (8192, 8192), (4096, 16384)),
                      held_out=((4096, 8192), (16384, 2048), (1024, 32768))),
-    "cross_entropy": Part("examples/cross_entropy.py:cross_entropy", "bfloat16",
+    "cross_entropy": Part("examples/cross_entropy.py:kernel", "bfloat16",
                           fit=((2048, 32000), (4096, 128256), (8192, 50257)),
                           held_out=((4096, 50257), (2048, 151936), (16384, 32000))),
-    "layer_norm": Part("examples/layer_norm.py:layer_norm", "float16",
+    "layer_norm": Part("examples/layer_norm.py:kernel", "float16",
                        fit=((2048, 4096), (8192, 8192), (4096, 16384)),
                        held_out=((4096, 8192), (16384, 2048), (1024, 32768))),
-    "attention": Part("examples/attention.py:attention", "float16", fit=((16, 96, 4096, 64), (16, 96, 4096, 128)),
+    "attention": Part("examples/attention.py:kernel", "float16", fit=((16, 96, 4096, 64), (16, 96, 4096, 128)),
                       seconds=150.0, configs=_attention_configs(), compile_workers=6),
 }
