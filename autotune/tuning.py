@@ -268,8 +268,8 @@ def _locator(spec: Any) -> str | None:
 
     try:
         return locator_of(spec)
-    except KernelNotFound:
-        return None
+    except (KernelNotFound, AttributeError):  # AttributeError: a stand-in for a kernel, not one
+        return getattr(spec, "locator", None)
 
 
 def compared_line(compared: dict[str, str]) -> str:
