@@ -132,7 +132,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"budget {results['budget']}, compile timeout {results['compile_timeout_s']:g} s, run timeout "
         f"{results['run_timeout_s']:g} s, the whole command killed at {results['deadline_s']:g} s), then "
         "`autotune check-config --live` on the best `ok` config, then `autotune export` of the session, which must "
-        "be refused: interpreter sessions check accuracy, their times are interpreter seconds.", "",
+        "be refused: interpreter sessions check accuracy, their times are interpreter seconds.  The relative error "
+        "is against the kernel's own body run eagerly on float64 inputs: it is 0 where that body computes in float32 "
+        "by its own casts (the reference then does the same arithmetic) or only moves data.", "",
         f"**{len(passed)} of {len(kernels)} kernels have an `ok` config** (torch {v['torch']}, triton {v['triton']}, "
         f"helion {v['helion']}; {results['machine']}).", "",
         "| kernel | shape | configs | ok | other statuses | rel. error of the checked config | tune s "
