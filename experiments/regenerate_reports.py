@@ -34,6 +34,7 @@ REPORTS: dict[str, str] = {
     "slot_pairs_pid_type": "python -m experiments.slot_pairs --kernels 'matmul-*' --slot pid_type --values "
                            "flat,persistent_interleaved --dtype bfloat16",
     "heldout": f"python -m experiments.heldout.report --db {SHIPPED} --shipped none",
+    "heldout-nvidia-h200": f'python -m experiments.heldout.report --db {SHIPPED} --shipped none --device "NVIDIA H200"',
     "user_kernels": "python -m experiments.user_kernels.report",
 }
 
