@@ -192,3 +192,21 @@ def test_a_notebook_cells_kernel_and_a_triton_launcher_arrive_whole(tmp_path) ->
     report = json.loads(lines[0][len("REPORT "):])
     assert report["bound"] == "BoundKernel" and abs(report["baseline"] - 1.5) < 1e-6
     assert report["jit"] == ["function", "JITFunction"] and report["hash"] == launcher.source_hash()
+
+
+def test_builtins_go_by_name_and_a_distributed_factory_carries_the_kernel_itself(tmp_path) -> None:
+    import pickle
+
+    from autotune.distributed.factories import GPUEvaluatorFactory
+    from autotune.kernel_loader import resolve_kernel
+    from autotune.kernel_wire import from_wire, wire_form
+    from tests.user_kernel_files import write_user_files
+
+    assert wire_form(resolve_kernel("softmax")) == "softmax"  # a recorded session's kernel_locator still names it
+    write_user_files(tmp_path)
+    kernel = resolve_kernel(f"{tmp_path}/my_kernels.py:kernel").with_hooks(baselines={"twice": lambda x, w: x * 2})
+    factory = GPUEvaluatorFactory(wire_form(kernel), (16, 64), "float16", device_name="cpu")
+    arrived = pickle.loads(pickle.dumps(factory))  # what Dask does to reach a worker
+    assert arrived == factory and hash(arrived) == hash(factory)  # workers key their evaluators by it
+    sent = from_wire(arrived.kernel)
+    assert sent.name == "scale_rows" and sent.inputs_given and list(sent.baselines) == ["twice"]
