@@ -258,6 +258,10 @@ def _choose_reference(spec: Any, shape: Any, dtype: Any, mode: str, seed: int, c
 
     device = "cpu" if mode == "interpret" else "cuda"
     said = choose_reference(spec, lambda: build_inputs(spec, shape, dtype, device, seed))
+    if device == "cuda":  # what the trial held stays cached in this process otherwise, beside the workers'
+        import torch
+
+        torch.cuda.empty_cache()
     console.print(f"reference: {said}")
     return said
 
