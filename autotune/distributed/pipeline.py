@@ -108,6 +108,7 @@ class Pipeline:
         return per_gpu * len(self.members[GPU]) + (len(self.members[COMPILE]) if self.farm else 0)
 
     def submit(self, candidates: Sequence[Candidate]) -> None:
+        self.received.difference_update(candidate.key for candidate in candidates)  # measured again: a new result
         self.waiting.extend(_Config(candidate) for candidate in candidates)
 
     def poll(self, timeout: float) -> list[Result]:
