@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from autotune.kernel import Kernel
-from autotune.kernels.registry import Shape, dtype_name
+from autotune.kernel import Kernel, Shape
+from autotune.kernels.names import dtype_name  # not the registry: a replay never imports torch
 from autotune.types import Candidate
 from search_spaces.codec import Codec, DeclaredCodec, RecordedCodec
 from search_spaces.fingerprint import SpaceIdentity
@@ -51,6 +51,10 @@ class TuningTask:
 
     def bytes_moved(self) -> int | None:
         """Bytes one call must move, when the kernel says (for GB/s)."""
+        from autotune.kernels.catalogue import CatalogueKernel
+
+        if isinstance(self.spec, CatalogueKernel):  # a replay's kernel answers without torch
+            return self.spec.bytes_for(self.shape, self.dtype)
         from autotune.kernels.registry import DTYPES
 
         return self.spec.bytes_for(self.shape, DTYPES[self.dtype])

@@ -61,9 +61,9 @@ class TuneRequest:
 
 
 def gpu_available() -> bool:
-    from autotune.device import gpu_available as available
+    from autotune.device import gpu_available as available, gpu_device_present
 
-    return available()
+    return gpu_device_present() and available()  # no driver, no GPU: said without importing torch
 
 
 FINISHED = ("budget", "strategy finished", "strategy exhausted", FORKED)
@@ -133,7 +133,7 @@ def _last_session(journal: Cache, path: Path) -> int:
 def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     from autotune.kernel import Kernel
     from autotune.kernel_loader import resolve_kernel
-    from autotune.kernels import parse_dtype, parse_shape
+    from autotune.kernels.names import check_dtype, parse_shape
     from autotune.seeds import collect_seeds, heuristic_provenance, parse_sources, read_configs, user_seeds
     from autotune.strategies import UnknownStrategy, get_strategy
 
@@ -152,14 +152,18 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     # A kernel named now must be the autotune.Kernel; a recorded locator (--resume) is read back.
     resumed = request.resume is not None or request.resume_last
     spec = request.kernel if isinstance(request.kernel, Kernel) else \
-        resolve_kernel(request.kernel, refuse_wrapped=not resumed)
+        _light_kernel(request) or resolve_kernel(request.kernel, refuse_wrapped=not resumed)
     try:
         strategy_cls = get_strategy(request.strategy)
     except UnknownStrategy as error:
         raise UserError(error.args[0]) from None
     try:
         shape = parse_shape(request.shape, spec.rank)
-        dtype = parse_dtype(request.dtype, spec.dtypes)
+        dtype: Any = check_dtype(request.dtype, spec.dtypes)  # a catalogue entry's replay: the name is enough
+        if isinstance(spec, Kernel):
+            from autotune.kernels.registry import parse_dtype
+
+            dtype = parse_dtype(request.dtype, spec.dtypes)
     except ValueError as error:
         raise UserError(str(error)) from None
     budget = request.budget if request.budget is not None or request.seconds is not None else 60
@@ -246,6 +250,16 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         if not_recorded:
             console.print(f"{not_recorded} asked config(s) had no recorded measurement (status not_recorded)")
     return outcome
+
+
+def _light_kernel(request: TuneRequest) -> Any:
+    """A replay of a built-in kernel binds nothing, so its catalogue entry stands for it and
+    torch, Triton and Helion are not imported (autotune/kernels/catalogue.py); None otherwise."""
+    if not isinstance(request.kernel, str) or request.interpret or not (request.replay or not gpu_available()):
+        return None
+    from autotune.kernels.catalogue import light_kernel
+
+    return light_kernel(request.kernel)
 
 
 def _choose_reference(spec: Any, shape: Any, dtype: Any, mode: str, seed: int, console: Console) -> str | None:
@@ -445,13 +459,13 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
     (`bind_recorded` with the space's oracle) and every answer comes from that one oracle.  A
     strategy whose points are the user's (`fixed`) keeps the whole space, as --config does."""
     from autotune.evaluators.replay import ReplayEvaluator
-    from autotune.kernels.registry import DTYPES, dtype_name
+    from autotune.kernels.names import dtype_name
     from autotune.simulation.oracle import Oracle
     from autotune.strategies import get_strategy
     from search_spaces.space import InvalidConfig
 
     cache = open_for_reading(request.db, request.shipped)
-    dtype = dtype_name(DTYPES[request.dtype])
+    dtype = dtype_name(request.dtype)
     record = choose_recorded_space(cache, spec, shape, dtype, request.space)
     oracle = Oracle.from_cache(cache, record.fingerprint, record.space.names)
     try:

@@ -67,6 +67,11 @@ BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
 }
 
 
+def dtype_name(dtype: object) -> str:
+    """'float16' for torch.float16 or for 'float16' (no torch needed)."""
+    return str(dtype).removeprefix("torch.")
+
+
 def unknown_kernel_message(name: str, known: list[str] | None = None) -> str:
     return f"unknown kernel {name!r} (known: {', '.join(sorted(known or BUILTIN_KERNELS))})"
 

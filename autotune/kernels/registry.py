@@ -13,8 +13,8 @@ from typing import Sequence
 import torch
 
 from autotune.kernel import Inputs, Kernel, Shape  # noqa: F401 - Inputs and Shape are re-exported
-from autotune.kernels.names import (  # noqa: F401 - parse_shape and UnknownKernel are re-exported
-    UnknownKernel, check_dtype, parse_shape, unknown_kernel_message,
+from autotune.kernels.names import (  # noqa: F401 - re-exported
+    UnknownKernel, check_dtype, dtype_name, parse_shape, unknown_kernel_message,
 )
 
 DTYPES: dict[str, torch.dtype] = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -67,7 +67,3 @@ def _load_builtins() -> None:
 
 def parse_dtype(text: str, allowed: Sequence[str] = tuple(DTYPES)) -> torch.dtype:
     return DTYPES[check_dtype(text, allowed)]
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
