@@ -6,6 +6,10 @@ database, config outside the space) ends in one line on stderr and exit status 2
 
 from __future__ import annotations
 
+from autotune import startup
+
+startup.cli_started()  # the clock a session's "started in" line reads: before this module's imports
+
 import argparse
 import os
 import sys
@@ -314,6 +318,7 @@ def make_console() -> Console:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    startup.begin_command()
     console = make_console()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     args = None

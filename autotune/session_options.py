@@ -60,6 +60,9 @@ class SessionOptions(Mapping):
     generation_size: int | None = None
     workers: str | None = None
     set_up: Mapping[str, float] = field(default_factory=dict)  # where the start-up went, in seconds
+    # Where the command's start went, from the command's start (python, imports, database, binding,
+    # strategy and seeds, workers: autotune/startup.py), in seconds; None before it was recorded.
+    startup: Mapping[str, float] | None = None
     experiment: Mapping[str, Any] = field(default_factory=dict)  # study and job tags (autotune.experiment)
     heuristics: Mapping[str, Any] | None = None  # the rules' record when heuristics were a seed source
     replay: Mapping[str, Any] | None = None  # a replay: which recorded space and sample answered it

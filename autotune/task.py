@@ -145,9 +145,11 @@ def recorded_sample(space: SearchSpace, codec: Codec, oracle: Oracle) -> tuple[S
     out and counted, never offered."""
     kept: dict[str, tuple[dict[str, Any], bool]] = {}  # point key -> (point, answered OK)
     left_out = 0
+    recorded = getattr(codec, "recorded", None)  # a recorded point's normalisation, not validated again
     for point in oracle.points.values():
+        known = recorded(point) if recorded is not None else None
         try:
-            normalised, native = codec.normalise(point)
+            normalised, native = known if known is not None else codec.normalise(point)
         except InvalidConfig:
             left_out += 1
             continue

@@ -131,12 +131,14 @@ def _last_session(journal: Cache, path: Path) -> int:
 
 
 def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
+    from autotune import startup
     from autotune.kernel import Kernel
     from autotune.kernel_loader import resolve_kernel
     from autotune.kernels.names import check_dtype, parse_shape
     from autotune.seeds import collect_seeds, heuristic_provenance, parse_sources, read_configs, user_seeds
     from autotune.strategies import UnknownStrategy, get_strategy
 
+    clock = startup.take()  # from the command's start: what the session's first line says
     if (request.resume is not None or request.resume_last) and request.configs:
         raise UserError("--config cannot be given with --resume: a resumed session evaluates its own configs")
     if request.resume is not None or request.resume_last:
@@ -183,6 +185,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     # Build the task and strategy (both may still refuse the request) before any database
     # is created and before GPU workers are started.
     started = time.perf_counter()
+    clock.mark("imports")  # and reading the request; for a live kernel, its module's imports too
     caches = _compile_caches() if settings.mode == "gpu" else None  # before any worker compiles
     if settings.mode == "replay":
         task, cache, make_evaluator, journal_path = _replay_parts(request, spec, shape, console)
@@ -191,6 +194,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     else:
         task, cache, make_evaluator, journal_path = _gpu_parts(request, spec, shape, dtype, console)
     bound = time.perf_counter()
+    clock.mark("binding")
     strategy = _make_strategy(strategy_cls, task, request, budget)
     user = user_seeds(task, configs)  # a config that does not fit the space stops here, before any write
     seeds = user + collect_seeds(task, cache, sources)
@@ -198,7 +202,9 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
     from autotune.report import RichReporter, print_outcome
 
     seeded = time.perf_counter()
+    clock.mark("strategy and seeds")
     evaluator = _start(make_evaluator)
+    clock.mark("evaluator" if settings.mode == "replay" else "workers")
     # Where a session's start-up goes (binding the kernel here; starting and binding the
     # evaluator's workers), so it can be seen and cut.
     set_up = {"bind_s": round(bound - started, 2), "strategy_and_seeds_s": round(seeded - bound, 2),
@@ -211,6 +217,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
         console.print(f"set up in {total:.1f} s: kernel bound in {set_up['bind_s']:.1f} s, "
                       f"strategy and seeds {set_up['strategy_and_seeds_s']:.1f} s, "
                       f"evaluator ready in {set_up['evaluator_s']:.1f} s" + (f" ({within} s)" if within else ""))
+    console.print(clock.line())
     try:
         journal = open_for_writing(journal_path, request.shipped)
         cache = journal  # reads see the user's rows and the shipped ones
@@ -223,7 +230,7 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             strategy_options=dict(request.strategy_options), strategy_source=strategy_source(request.strategy),
             user_configs=tuple(p for _, p in user),
             timing_target_ms=request.timing_target_ms, slow_factor=request.slow_factor,
-            compile_timeout_factor=request.compile_timeout_factor, set_up=set_up,
+            compile_timeout_factor=request.compile_timeout_factor, set_up=set_up, startup=clock.record(),
             build_ahead=_builds_ahead() if settings.mode == "gpu" else None,
             early_setups=_early_setups() if settings.mode == "gpu" else None,
             build_from_worker=_builds_from_worker() if settings.mode == "gpu" else None,
@@ -458,6 +465,7 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
     """A replay as `autotune simulate` runs one: the strategy is offered only the recorded points
     (`bind_recorded` with the space's oracle) and every answer comes from that one oracle.  A
     strategy whose points are the user's (`fixed`) keeps the whole space, as --config does."""
+    from autotune import startup
     from autotune.evaluators.replay import ReplayEvaluator
     from autotune.kernels.names import dtype_name
     from autotune.simulation.oracle import Oracle
@@ -468,6 +476,7 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
     dtype = dtype_name(request.dtype)
     record = choose_recorded_space(cache, spec, shape, dtype, request.space)
     oracle = Oracle.from_cache(cache, record.fingerprint, record.space.names)
+    startup.mark("database")  # opened, the recorded space chosen, its measurements read
     try:
         task: TuningTask = bind_recorded(spec, record, cache.aliases(record.fingerprint), oracle)
     except InvalidConfig as error:
