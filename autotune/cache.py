@@ -375,6 +375,31 @@ class Cache:
             " AND source = 'measured'", (fingerprint,),
         ).fetchone()[0]
 
+    def session_modes(self, fingerprint: str) -> list[tuple[int, str | None]]:
+        """(id, mode) of every session recorded under a space, oldest first."""
+        rows = self.db.execute("SELECT id, mode FROM all_sessions WHERE space_fingerprint = ? ORDER BY id",
+                               (fingerprint,)).fetchall()
+        return [(int(i), mode) for i, mode in rows]
+
+    def session_options_under(self, fingerprint: str) -> list[str]:
+        """The recorded options (JSON text) of every session under a space."""
+        return [text for (text,) in self.db.execute("SELECT options FROM all_sessions WHERE space_fingerprint = ?",
+                                                    (fingerprint,))]
+
+    def fastest_measured(self, fingerprint: str, *, except_mode: str) -> tuple[tuple[str, float, int] | None, int]:
+        """The fastest accurate measured row of a space outside sessions of `except_mode` (config
+        JSON, median ms, session), and how many sessions of that mode measured there."""
+        left_out = "SELECT id FROM all_sessions WHERE mode = ?"
+        row = self.db.execute(
+            "SELECT config_json, median_ms, session_id FROM all_evaluations WHERE space_fingerprint = ?"
+            f" AND source = 'measured' AND status = 'ok' AND session_id NOT IN ({left_out})"
+            " ORDER BY median_ms LIMIT 1", (fingerprint, except_mode)).fetchone()
+        skipped = self.db.execute(
+            f"SELECT COUNT(DISTINCT session_id) FROM all_evaluations WHERE space_fingerprint = ? AND session_id IN "
+            f"({left_out})", (fingerprint, except_mode)).fetchone()[0]
+        found = (row[0], float(row[1]), int(row[2])) if row and row[1] is not None else None
+        return found, int(skipped or 0)
+
     def session_evaluations(self, session_id: int) -> list[EvaluationRow]:
         rows = self.db.execute(
             f"SELECT generation, ordinal, space_fingerprint, params_json, config_json, created, {_RESULT_COLUMNS}"

@@ -292,22 +292,14 @@ def kernel_code_hash(kernel: Any) -> str:
 def _best_timed(cache: Any, fingerprint: str) -> tuple[tuple[dict[str, Any], float, int] | None, int]:
     """The fastest accurate measured config of a space outside interpreter sessions (config,
     median ms, session), and how many interpreter sessions were left out."""
-    interpreted = "SELECT id FROM all_sessions WHERE mode = ?"
-    row = cache.db.execute(
-        "SELECT config_json, median_ms, session_id FROM all_evaluations WHERE space_fingerprint = ?"
-        f" AND source = 'measured' AND status = 'ok' AND session_id NOT IN ({interpreted})"
-        " ORDER BY median_ms LIMIT 1", (fingerprint, INTERPRETER_MODE)).fetchone()
-    skipped = cache.db.execute(
-        f"SELECT COUNT(DISTINCT session_id) FROM all_evaluations WHERE space_fingerprint = ? AND session_id IN "
-        f"({interpreted})", (fingerprint, INTERPRETER_MODE)).fetchone()[0]
-    found = (json.loads(row[0]), float(row[1]), int(row[2])) if row and row[1] is not None else None
-    return found, int(skipped or 0)
+    found, skipped = cache.fastest_measured(fingerprint, except_mode=INTERPRETER_MODE)
+    return ((json.loads(found[0]), found[1], found[2]) if found else None), skipped
 
 
 def _recorded_code_hashes(cache: Any, fingerprint: str) -> set[str]:
     """The code identities sessions on a space recorded in their options (none before they did)."""
     hashes = set()
-    for (text,) in cache.db.execute("SELECT options FROM all_sessions WHERE space_fingerprint = ?", (fingerprint,)):
+    for text in cache.session_options_under(fingerprint):
         try:
             value = json.loads(text).get("code_hash")
         except (ValueError, AttributeError):

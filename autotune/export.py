@@ -33,8 +33,7 @@ def refuse_interpreted(session: Mapping[str, Any]) -> None:
 
 def refuse_interpreted_space(cache: Any, fingerprint: str) -> None:
     """Refuses (one line) a space whose measurements include interpreter sessions' rows."""
-    rows = cache.db.execute("SELECT id, mode FROM all_sessions WHERE space_fingerprint = ? ORDER BY id",
-                            (fingerprint,)).fetchall()
+    rows = cache.session_modes(fingerprint)
     interpreted = [str(i) for i, mode in rows if mode == INTERPRETER_MODE]
     if not interpreted:
         return
