@@ -11,7 +11,9 @@ gives configs per second and the ratio to one GPU; the calibration spread betwee
 of `--pattern-seconds` on each number of GPUs, when it came within 2% of its final best and
 the ratio of that time to one GPU's.
 
-Start-up is not counted: the clock starts after the calibration, which warms every worker.
+Without a farm each GPU worker compiles its own configs with an equal share of the machine's
+cores (less two per GPU), and each of its tasks hands it as many configs as it has compile
+processes: one GPU gets every core, as a user with one GPU would.  Start-up is not counted: the clock starts after the calibration, which warms every worker.
 Each run compiles into its own empty Triton cache (with a shared one a later run only loads
 what an earlier one compiled: a first attempt measured an 8x "ratio" that was the cache's).
 Nothing is recorded in a database.  Every run, with every result and when it came back, is
@@ -35,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -123,12 +126,13 @@ def worker_environments(devices: Sequence[str], gpus: int, cache_root: Path, com
 
 
 def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, *, farm: bool,
-            gpus: int | None = None) -> dict[str, Any]:
+            gpus: int | None = None, batch: int = 1) -> dict[str, Any]:
     """Calibrate (and so warm up) every worker, then submit the whole generation at once and
     collect every result as it comes back."""
     from autotune.distributed.evaluator import distributed_evaluator
 
-    evaluator = distributed_evaluator(client, factory, reference=reference, farm=farm, gpus=gpus)
+    evaluator = distributed_evaluator(client, factory, reference=reference, farm=farm, gpus=gpus,
+                                      async_batch_size=batch)
     try:
         started = time.perf_counter()
         evaluator.submit(candidates)
@@ -146,7 +150,7 @@ def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, *,
 
 
 def pattern_session(client: Any, factory: Any, task: Any, seconds: float, seed: int, *, farm: bool,
-                    gpus: int | None = None) -> dict[str, Any]:
+                    gpus: int | None = None, batch: int = 1) -> dict[str, Any]:
     """A pattern session of `seconds` through the asynchronous loop: its best over time."""
     from autotune.cache import Cache
     from autotune.distributed.evaluator import distributed_evaluator
@@ -162,7 +166,8 @@ def pattern_session(client: Any, factory: Any, task: Any, seconds: float, seed: 
                 self.best = result.median_ms
                 self.curve.append((round(time.perf_counter() - self.started, 3), result.median_ms))
 
-    evaluator = distributed_evaluator(client, factory, reference=task.default_candidate(), farm=farm, gpus=gpus)
+    evaluator = distributed_evaluator(client, factory, reference=task.default_candidate(), farm=farm, gpus=gpus,
+                                      async_batch_size=batch)
     folder = Path(tempfile.mkdtemp(prefix="throughput-session-"))
     reporter = Best()
     try:
@@ -302,6 +307,12 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             compilers = (args.compile_workers or max(1, (os.cpu_count() or 2) - 2 * gpus_most)) if farm_any else 0
             envs, roles = worker_environments(devices, gpus_most, cache_root, compilers,
                                               name=f"{gpus_most}-gpu-{'farm' if farm_any else 'own'}")
+            batch, run_factory = 1, factory
+            if not args.fake and not farm_any:  # each GPU worker compiles its own: a task per compile process
+                from autotune.evaluators.gpu import default_compile_workers
+
+                batch = default_compile_workers((os.cpu_count() or 2) // gpus_most)
+                run_factory = replace(factory, compile_workers=batch)
             cluster = start_local_cluster(envs, roles)
             client = Client(cluster)
             try:
@@ -309,13 +320,14 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for gpus, farm in group:
                     for count in args.configs:
                         candidates = generation(task, count, args.seed + count)
-                        runs.append(measure(client, factory, candidates, task.default_candidate(), farm=farm,
-                                            gpus=gpus))
+                        runs.append(measure(client, run_factory, candidates, task.default_candidate(), farm=farm,
+                                            gpus=gpus, batch=batch))
+                        runs[-1]["compile_processes_per_gpu"] = batch if batch > 1 else None
                         print(f"{gpus} GPU(s), farm {'on' if farm else 'off'}: {count} configs in "
                               f"{runs[-1]['wall_s']:.1f} s", flush=True)
                     if args.pattern_seconds > 0:
-                        runs.append(pattern_session(client, factory, task, args.pattern_seconds, args.seed,
-                                                    farm=farm, gpus=gpus))
+                        runs.append(pattern_session(client, run_factory, task, args.pattern_seconds, args.seed,
+                                                    farm=farm, gpus=gpus, batch=batch))
             finally:
                 client.close()
                 cluster.close()
