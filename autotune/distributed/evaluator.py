@@ -1,8 +1,12 @@
-"""An evaluator that spreads each generation over the workers of a Dask cluster.
+"""An evaluator that spreads configs over the workers of a Dask cluster.
 
-It implements the evaluator protocol, so the session runs unchanged: it asks for the same
-configs whatever the number of workers (only the wall time changes) and records every
-result itself, in its own process, as results stream back.  Each worker builds its own
+It implements the asynchronous evaluator protocol (autotune/evaluators/base.py), so the
+session keeps configs in flight on it (autotune/async_search.py, through pipeline.py): a free
+worker takes the next config at once, and no generation waits for its slowest.  Told in ask
+order, the session asks for the same configs whatever the number of workers (only the wall
+time changes); it records every result itself, in its own process, as results come back.
+`evaluate` (a whole list, as the synchronous protocol has it) serves the session's first
+generation, calibration-like uses and the experiments.  Each worker builds its own
 evaluator from a picklable factory (see `factories.py`) and keeps it between generations.
 
 A worker that dies (process killed, GPU fault) costs only the configs it was running: the
