@@ -92,10 +92,21 @@ class TuneResult:
         return figure
 
 
+_CHECKOUT = "checkout"  # tune()'s default shipped data: this checkout's, from any directory
+
+
+def _shipped(shipped: str | Path | None) -> Path | None:
+    from autotune import databases
+
+    if shipped is None:
+        return None
+    return databases.ready(databases.checkout_shipped() if shipped == _CHECKOUT else Path(shipped))
+
+
 def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int] | str | None = None,
          dtype: Any = None, strategy: str = "auto", budget: int | None = None, seconds: float | None = None,
          seed: int = 0, seed_from: str = "default", configs: Sequence[Mapping[str, Any]] = (),
-         db: str | Path = "user.db", shipped: str | Path | None = "cache.db", replay: bool = False,
+         db: str | Path = "user.db", shipped: str | Path | None = _CHECKOUT, replay: bool = False,
          interpret: bool = False,
          reference: Callable[..., Any] | None = None, baselines: Mapping[str, Callable[..., Any]] | None = None,
          options: Mapping[str, Any] | None = None, generation_size: int | None = None,
@@ -110,7 +121,8 @@ def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int]
     measuring processes with every hook, kernel_wire.py).  A `@helion.kernel` that its module
     wraps in an `autotune.Kernel` is refused, naming the wrapper: tune the wrapper, which carries
     the hooks.  The session is recorded in `db` (yours); earlier measurements are read from it
-    and from `shipped` (the shipped data, never written).
+    and from `shipped` (the shipped data, never written; by default this checkout's, built from
+    its batches on first use).
     Without a GPU the session replays recorded data (`replay=True` forces it), or
     with `interpret=True` runs every config through the Triton interpreter on the CPU.
     Progress is printed as the session goes (in a terminal or a notebook; `quiet=True` hides it).
@@ -127,8 +139,8 @@ def tune(kernel: Any, args: Sequence[Any] | None = None, *, shape: Sequence[int]
     request = TuneRequest(
         kernel=kernel, shape=shape_text, dtype=dtype_name, strategy=strategy, budget=budget, seconds=seconds,
         seed=seed, generation_size=generation_size, db=Path(db), replay=replay, space=None,
-        shipped=Path(shipped) if shipped is not None else None,
-        fresh=fresh, compile_workers=compile_workers, compile_timeout_s=compile_timeout_s, seed_from=seed_from,
+        shipped=_shipped(shipped), fresh=fresh, compile_workers=compile_workers, compile_timeout_s=compile_timeout_s,
+        seed_from=seed_from,
         strategy_options=tuple((options or {}).items()), configs=tuple(_config_text(c) for c in configs),
         timing_target_ms=timing_ms, interpret=interpret,
     )

@@ -31,6 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser, *, writes: bool = False) -> N
                              "'none' reads --db alone)")
 
 
+def checkout_shipped() -> Path:
+    """The shipped database for a caller in any directory: `data/shipped.db` here when its
+    batches are here (a command run from the checkout reads and names it relatively), else the
+    one in the checkout this package was installed from."""
+    if SHIPPED_DB.exists() or (SHIPPED_DB.parent / "batches").is_dir():
+        return SHIPPED_DB
+    return Path(__file__).resolve().parent.parent / SHIPPED_DB
+
+
 def _shipped_path(text: str) -> Path | None:
     return None if text.strip().lower() in ("", "none") else ready(Path(text))
 

@@ -233,10 +233,7 @@ def _shipped_path(shipped: Any) -> Path | None:
     if shipped is None:
         return None
     if shipped is _SHIPPED:  # databases' location, in the checkout wherever the caller's directory is
-        default = Path(databases.SHIPPED_DB)
-        if not default.is_absolute() and not default.exists() and not (default.parent / "batches").is_dir():
-            default = Path(__file__).resolve().parent.parent / default
-        built = getattr(databases, "ready", lambda path: path)(default)  # built from its batches where kept so
+        built = databases.ready(databases.checkout_shipped())  # built from its batches where kept so
         return built if built is not None and built.exists() else None
     if not Path(shipped).exists():
         raise UserError(f"shipped data {shipped} does not exist")

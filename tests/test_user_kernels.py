@@ -229,7 +229,8 @@ def test_tune_replays_a_users_kernel_from_recorded_data(user_files: Path, tmp_pa
             SessionSettings(strategy="random", seed=1, budget=10, mode="gpu"), db).run()
     db.close()
     x, w = kernel.make_inputs((16, 64), torch.float16, "cpu", 0)
-    result = autotune.tune(kernel, (x, w), strategy="random", seed=1, budget=10, db=db_path, quiet=True)
+    result = autotune.tune(kernel, (x, w), strategy="random", seed=1, budget=10, db=db_path, shipped=None,
+                           quiet=True)  # its own database, numbered from 1: read alone
     assert result.mode == "replay" and result.best_ms is not None and result.shape == (16, 64)
     assert result.config["num_warps"] == result.best_native["num_warps"]
     assert result.table[0].name.startswith("best found") and result.table[0].ratio == 1.0
