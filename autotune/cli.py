@@ -187,12 +187,18 @@ def positive_float(text: str) -> float:
 
 # -- commands ------------------------------------------------------------------------------
 def cmd_kernels(args: argparse.Namespace, console: Console) -> int:
-    from autotune.kernels import all_kernels
+    from autotune.kernels.catalogue import entries, is_current
 
     table = Table(title="built-in kernels")
     for column in ("name", "family", "baselines", "description"):
         table.add_column(column)
-    for spec in all_kernels():
+    if is_current():  # the catalogue says, without importing the kernels (torch, Triton, Helion)
+        kernels: list[Any] = [entry for _, entry in sorted(entries().items())]
+    else:
+        from autotune.kernels import all_kernels
+
+        kernels = all_kernels()
+    for spec in kernels:
         table.add_row(spec.name, spec.family, ", ".join(spec.baselines), escape(spec.description))
     console.print(table)
     return 0

@@ -131,10 +131,16 @@ def _bytes_moved(session: dict[str, Any]) -> int | None:
     """Bytes a call moves, when the session's kernel can be found here and says."""
     from autotune.errors import UserError
     from autotune.kernel_loader import resolve_kernel
-    from autotune.kernels import DTYPES
+    from autotune.kernels.catalogue import light_kernel
 
+    name = session["options"].get("kernel_locator") or session["kernel"]
+    light = light_kernel(name)  # a built-in kernel: its catalogue entry says, without importing it
+    if light is not None:
+        return light.bytes_for(tuple(session["shape"]), session["dtype"])
     try:
-        spec = resolve_kernel(session["options"].get("kernel_locator") or session["kernel"])
+        spec = resolve_kernel(name)
     except UserError:
         return None
+    from autotune.kernels.registry import DTYPES
+
     return spec.bytes_for(tuple(session["shape"]), DTYPES[session["dtype"]])

@@ -37,7 +37,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from autotune.kernels.registry import DTYPES, parse_shape
+    from autotune.kernels.names import DTYPE_NAMES as DTYPES, parse_shape
 
     try:
         shape = parse_shape(args.shape)

@@ -142,7 +142,7 @@ def _choose_space(cache: Cache, args: argparse.Namespace) -> SpaceRecord:
         raise UserError("give a kernel (with --shape) or --space FINGERPRINT")
     shape = None
     if args.shape:
-        from autotune.kernels.registry import parse_shape
+        from autotune.kernels.names import parse_shape
 
         try:
             shape = parse_shape(args.shape)
