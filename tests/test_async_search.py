@@ -121,7 +121,7 @@ def test_told_in_completion_order_a_held_config_is_told_last_and_nothing_waits(t
 def test_the_clock_stops_the_session_and_cancels_what_is_out(triton_task, tmp_path):
     class Slow(Shuffled):
         def poll(self, timeout: float) -> list[Result]:
-            time.sleep(0.02)
+            time.sleep(0.3)  # some 24 valid configs in the space: far more than 2 s of these
             return super().poll(timeout)
 
     evaluator = Slow(1)
