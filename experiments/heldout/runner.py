@@ -187,7 +187,7 @@ def with_strategies(plan: Plan, names: Sequence[str]) -> Plan:
     alone; an unknown arm or strategy is refused before anything runs."""
     from autotune.strategies import strategy_names
 
-    known = set(strategy_names())
+    known = set(strategy_names(retired=True))  # the study re-runs retired presets it declared
     every: list[str] = []
     alone: list[tuple[str, str]] = []
     for name in names:
