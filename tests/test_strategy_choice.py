@@ -89,3 +89,19 @@ def test_every_preset_offered_or_retired_is_registered():
     offered = set(strategy_names())
     assert set(RETIRED) <= set(PRESETS) and "auto" in offered
     assert set(PRESETS) - set(RETIRED) <= offered
+
+
+def test_each_retired_presets_recorded_sessions_still_replay():
+    """`autotune rerun --strategy NAME` on a retired name: its shipped sessions re-run with today's
+    source and ask what they asked (the first one of each here; test_rerun covers the sources)."""
+    from autotune.databases import SHIPPED_DB, open_for_reading
+    from autotune.simulation.rerun import rerun_session, sessions_of
+
+    cache = open_for_reading(REPO / "no-user.db", REPO / SHIPPED_DB)
+    try:
+        for name in RETIRED:
+            found = sessions_of(cache, name)
+            assert found, f"no shipped session of {name}"
+            assert rerun_session(cache, found[0]["id"]).same, name
+    finally:
+        cache.close()
