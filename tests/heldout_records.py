@@ -58,7 +58,7 @@ def record_run(cache, task, *, arm, strategy, seed, setup_s, seeds=(), seed_from
                              heuristics=heuristic_provenance(task, sources).get("heuristics"), experiment=tags,
                              timing_target_ms=timing_ms, build_from_worker=worker_built,
                              compile_ahead=compiled_ahead,
-                             strategy_source=source or (strategy_source(strategy) if strategy in strategy_names() else None))
+                             strategy_source=source or (strategy_source(strategy) if strategy in strategy_names(retired=True) else None))
     if fixed is not None:
         made = get_strategy("fixed")(task.space, seed=seed, configs={d.HELION_QUICK: fixed})
     else:
