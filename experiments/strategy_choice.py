@@ -16,6 +16,7 @@ spaces of the softmax study are not used: they hold only what walks asked, so a 
 on them is steered by the walks that recorded them.
 
     python -m experiments.strategy_choice                 # 50 runs, budget 100: the committed report
+                                                          # (15 CPU minutes; 44 wall minutes on 2 shared cores)
     python -m experiments.strategy_choice --quick --out runs/choice   # a few runs, for the test
     python -m experiments.strategy_choice --markdown-only  # the report again from its JSON
 
