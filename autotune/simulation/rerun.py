@@ -156,8 +156,10 @@ def _compare(session: dict[str, Any], strategy: str, recorded: dict[int, set[str
 def _kernel(session: dict[str, Any]) -> Any:
     """The session's kernel: where the session says it was loaded from, else a built-in by name."""
     from autotune.kernel_loader import resolve_kernel
+    from autotune.kernels.catalogue import light_kernel
 
-    return resolve_kernel(session["options"].kernel_locator or session["kernel"])
+    name = session["options"].kernel_locator or session["kernel"]
+    return light_kernel(name) or resolve_kernel(name)  # a built-in one without importing it
 
 
 def _strategy(name: str, session: dict[str, Any], task: Any) -> Any:
