@@ -2,8 +2,9 @@
 
 Why a static table: the kernels' modules import torch, triton and helion (seconds), and a
 command refused for a misspelt kernel name, a malformed shape or an unsupported dtype should
-answer at once.  `tests/test_newcomer.py` checks this table against the real registry, so
-the two cannot drift apart.  Nothing here imports torch.
+answer at once.  The table is read from the generated kernel catalogue (`catalogue.py`), which
+`tests/test_startup.py` checks against the real registry, so the two cannot drift apart.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -27,44 +28,14 @@ class BuiltinKernel:
     dtypes: tuple[str, ...] = DTYPE_NAMES
 
 
-_MATMUL = BuiltinKernel("matmul_epilogue", "helion", 3)
-_SOFTMAX_HELION = BuiltinKernel("softmax_helion", "helion", 2)
-_MATMUL_TILED = BuiltinKernel("matmul_tiled", "triton", 3)
-_MATMUL_SPLIT = BuiltinKernel("matmul_split", "triton", 3)
+def _builtin_kernels() -> dict[str, BuiltinKernel]:
+    from autotune.kernels.catalogue import entries
 
-BUILTIN_KERNELS: dict[str, BuiltinKernel] = {
-    "faulty": BuiltinKernel("faulty_triton", "triton", 2, ("float32",)),
-    "matmul": _MATMUL,
-    "matmul-l2norm": _MATMUL,
-    "matmul-layernorm": _MATMUL,
-    "matmul-logsumexp": _MATMUL,
-    "matmul-max": _MATMUL,
-    "matmul-rmsnorm": _MATMUL,
-    "matmul-softmax": _MATMUL,
-    "matmul-sum": _MATMUL,
-    "matmul-split-l2norm": _MATMUL_SPLIT,
-    "matmul-split-layernorm": _MATMUL_SPLIT,
-    "matmul-split-logsumexp": _MATMUL_SPLIT,
-    "matmul-split-max": _MATMUL_SPLIT,
-    "matmul-split-rmsnorm": _MATMUL_SPLIT,
-    "matmul-split-softmax": _MATMUL_SPLIT,
-    "matmul-split-sum": _MATMUL_SPLIT,
-    "matmul-tiled-l2norm": _MATMUL_TILED,
-    "matmul-tiled-layernorm": _MATMUL_TILED,
-    "matmul-tiled-logsumexp": _MATMUL_TILED,
-    "matmul-tiled-max": _MATMUL_TILED,
-    "matmul-tiled-rmsnorm": _MATMUL_TILED,
-    "matmul-tiled-softmax": _MATMUL_TILED,
-    "matmul-tiled-sum": _MATMUL_TILED,
-    "softmax": _SOFTMAX_HELION,
-    "softmax-cooperative": BuiltinKernel("softmax_cooperative", "triton", 2),
-    "softmax-lookback": BuiltinKernel("softmax_lookback", "triton", 2),
-    "softmax-online": _SOFTMAX_HELION,
-    "softmax-persistent": BuiltinKernel("softmax_persistent", "triton", 2),
-    "softmax-resident": BuiltinKernel("softmax_resident", "triton", 2),
-    "softmax-split": BuiltinKernel("softmax_split", "triton", 2),
-    "softmax-triton": BuiltinKernel("softmax_triton", "triton", 2),
-}
+    return {name: BuiltinKernel(entry.module, entry.family, entry.rank, entry.dtypes)
+            for name, entry in sorted(entries().items())}
+
+
+BUILTIN_KERNELS: dict[str, BuiltinKernel] = _builtin_kernels()  # from the generated catalogue
 
 
 def dtype_name(dtype: object) -> str:
