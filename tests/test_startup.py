@@ -98,3 +98,15 @@ def test_the_recorded_sample_is_the_same_without_validating_recorded_points_agai
     slow_space, slow = recorded_sample(record.space, Validating(), oracle)
     assert fast == slow and fast["points"] > 1000
     assert fast_space.members == slow_space.members  # the same points, in the same order
+
+
+def test_a_kernel_looked_up_by_name_imports_its_own_module_only():
+    """A session and each of its workers import the one module that registers the kernel."""
+    code = ("import sys\nfrom autotune.kernels.registry import get_kernel\nkernel = get_kernel('softmax-triton')\n"
+            "print(kernel.name, sorted(m for m in sys.modules if m.startswith('autotune.kernels.')))\n")
+    done = run_python(code, timeout=300)
+    assert done.returncode == 0, done.stderr
+    name, _, modules = done.stdout.strip().partition(" ")
+    assert name == "softmax-triton"
+    assert "autotune.kernels.softmax_triton" in modules
+    assert "matmul" not in modules and "softmax_helion" not in modules

@@ -34,7 +34,10 @@ def register(kernel: Kernel) -> Kernel:
 
 
 def get_kernel(name: str) -> Kernel:
-    _load_builtins()
+    if name not in _REGISTRY:
+        _load_module_of(name)
+    if name not in _REGISTRY:
+        _load_builtins()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -54,6 +57,18 @@ def present_source_hash(name: str) -> str | None:
 def all_kernels() -> list[Kernel]:
     _load_builtins()
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def _load_module_of(name: str) -> None:
+    """Import only the module the catalogue says registers `name`: a session (and each of its
+    measuring workers) then imports one kernel module, not all of them."""
+    import importlib
+
+    from autotune.kernels.catalogue import entry
+
+    found = entry(name)
+    if found is not None:
+        importlib.import_module(f"autotune.kernels.{found.module}")
 
 
 def _load_builtins() -> None:
