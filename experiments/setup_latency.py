@@ -99,6 +99,7 @@ def measured(db: Path, started: float) -> dict[str, Any]:
             "first_result_s": round(created[0], 2) if created else None,
             "first_results_s": round(created[FIRST_RESULTS - 1], 2) if len(created) >= FIRST_RESULTS else None,
             "configs": len(rows), "set_up": session["options"].get("set_up", {}),
+            "startup": session["options"].get("startup"),  # from the command's start (autotune/startup.py)
             "early_setups": session["options"].get("early_setups")}
 
 
