@@ -324,7 +324,7 @@ def make_console() -> Console:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    startup.begin_command()
+    startup.begin_command(from_process_start=argv is None)  # the process's own command line
     console = make_console()
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     args = None

@@ -65,11 +65,12 @@ _pending: Clock | None = None  # begun by the command line, taken by the session
 _current: Clock | None = None
 
 
-def begin_command() -> None:
-    """The command line's command starts: from the process's start for the first command of a
-    process, from now for a later one (a warm server runs many)."""
+def begin_command(from_process_start: bool = True) -> None:
+    """The command line's command starts: from the process's start for the process's own command
+    (`from_process_start`, once), from now otherwise (a warm server runs many; a caller that
+    imported the command line long before)."""
     global _pending, _AGE_AT_TOP
-    if _CLI_TOP is not None and _AGE_AT_TOP is not None:
+    if from_process_start and _CLI_TOP is not None and _AGE_AT_TOP is not None:
         _pending = Clock(_CLI_TOP - _AGE_AT_TOP, ("python", _AGE_AT_TOP))
         _AGE_AT_TOP = None  # used once
     else:

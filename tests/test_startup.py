@@ -57,7 +57,7 @@ def test_a_replay_imports_no_compiler_and_says_where_its_start_went(shipped_db, 
     imported, the session says where its start went, and records it in its options."""
     db = tmp_path / "u.db"
     argv = REPLAY + ["--db", str(db), "--shipped", str(shipped_db)]
-    code = ("import json, sys\nfrom autotune.cli import main\nrc = main(%r)\n"
+    code = ("import json, sys\nfrom autotune.cli import main\nsys.argv[1:] = %r\nrc = main()\n"
             "print('MODULES', json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in %r)))\n"
             "sys.exit(rc)\n" % (argv, HEAVY))
     done = run_python(code, cwd=tmp_path, timeout=300)
@@ -110,3 +110,18 @@ def test_a_kernel_looked_up_by_name_imports_its_own_module_only():
     assert name == "softmax-triton"
     assert "autotune.kernels.softmax_triton" in modules
     assert "matmul" not in modules and "softmax_helion" not in modules
+
+
+def test_a_command_called_in_process_is_timed_from_its_call_not_from_the_process_start():
+    """A warm server or a caller runs `main(argv)` long after its process started: no python phase."""
+    from autotune import startup
+
+    startup.begin_command(from_process_start=False)
+    clock = startup.take()
+    clock.mark("imports")
+    clock.mark("binding")
+    assert list(clock.phases) == ["imports", "binding"]
+    record = clock.record()
+    assert record["total_s"] == pytest.approx(record["imports_s"] + record["binding_s"], abs=0.002)
+    assert clock.line().startswith("started in 0.0 s: imports 0.0, binding 0.0 s")
+    assert startup.take() is not clock  # taken once: the next session gets a clock of its own
