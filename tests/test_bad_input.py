@@ -51,6 +51,8 @@ COMMANDS = {
     "experiment": ["experiment", "report", "experiments/softmax_study", "--db", "study.db"],
     # Serves no command and stops (--requests 0); a socket already served is refused in test_server.py.
     "serve": ["serve", "--socket", "s.sock", "--requests", "0"],
+    # Its runs need a GPU and Helion's example files; its planning is tested in test_helion_suite.py.
+    "suite": ["suite", "report", "--out", "suite_report"],
 }
 WITH_DB = [name for name, args in COMMANDS.items() if "DB" in args]
 CREATES_DB = {"import-space"}  # a missing or empty --db is where it creates the database
@@ -310,6 +312,8 @@ BAD_ARGS = {
     "noise unknown kernel": ["noise", "nope", "--shape", SHAPE, "--db", "DB"],
     "noise top 0": [*COMMANDS["noise"], "--top", "0"],
     "noise resamples -1": [*COMMANDS["noise"], "--resamples", "-1"],
+    "suite report without results": ["suite", "report", "--out", "nowhere"],
+    "suite run without examples": ["suite", "run", "--examples", "no_such_folder", "--out", "nowhere"],
     "seeds unknown kernel": ["seeds", "nope", "--shape", SHAPE],
     "seeds no shape": ["seeds", "softmax-triton"],
     "seeds dtype": [*COMMANDS["seeds"], "--dtype", "float8"],
