@@ -241,7 +241,8 @@ def run_tune(request: TuneRequest, console: Console) -> SessionOutcome:
             compile_ahead=_compiles_ahead(evaluator) if settings.mode == "gpu" else None,
             compile_caches=caches,
             experiment=dict(request.experiment), workers=request.workers,
-            replay=getattr(evaluator, "replay_note", None), thread_limit=thread_limit_option(request.thread_limit))
+            replay=getattr(evaluator, "replay_note", None), thread_limit=thread_limit_option(request.thread_limit),
+            extra=_code_identity(spec, settings.mode))
         session = Session(task, evaluator, strategy, settings, journal, cache=cache, reporter=RichReporter(console),
                           options=options, seeds=seeds, resume_session=request.resume)
         outcome = session.run()
@@ -510,3 +511,18 @@ def _replay_parts(request: TuneRequest, spec, shape, console: Console):
                                rebench=cache.measurements(record.fingerprint, rebench=True), note=note)
 
     return task, cache, make_evaluator, request.db
+
+
+def _code_identity(spec: Any, mode: str) -> dict[str, str]:
+    """The kernel's code identity (comments and layout aside) for a measuring session, so a
+    table built from its rows still matches the kernel after a comment is added; a replay
+    records none (its kernel's code is not loaded, and it measured nothing new)."""
+    if mode == "replay":
+        return {}
+    from autotune.config_table import kernel_code_hash
+
+    try:
+        return {"code_hash": kernel_code_hash(spec)}
+    except (OSError, TypeError):  # a source Python cannot read back: matched by source hash alone
+        return {}
+

@@ -8,6 +8,7 @@ every config failed.  The values are checked against torch, then a real Helion e
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -118,8 +119,16 @@ def test_helions_rms_norm_example_is_ok_under_the_interpreter_without_persistent
     assert "pid_type persistent_blocked, persistent_interleaved left out" in done.stdout
     with sqlite3.connect(tmp_path / "i.db") as db:
         rows = db.execute("select status, rel_error, config_json from evaluations").fetchall()
-        (mode,) = db.execute("select mode from sessions").fetchone()
+        mode, options = db.execute("select mode, options from sessions").fetchone()
     assert mode == "interpret"
+    # the session records the kernel's code identity, by which a table matches it through comments
+    spec = importlib.util.spec_from_file_location("rms_norm_example", EXAMPLES / "rms_norm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from autotune import Kernel
+    from autotune.config_table import kernel_code_hash
+
+    assert json.loads(options)["code_hash"] == kernel_code_hash(Kernel(module.rms_norm_fwd))
     assert len(rows) >= 4 and {status for status, _, _ in rows} == {"ok"}, rows
     assert all(error is not None and error < 1e-4 for _, error, _ in rows)  # checked against the fp64 reference
     assert not any("persistent" in json.loads(config).get("pid_type", "") for _, _, config in rows)
