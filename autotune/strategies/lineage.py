@@ -22,10 +22,11 @@ PROVEN_SAME: dict[str, dict[str, tuple[str, ...]]] = {
     # them (`pattern_presets`).  Proven three ways: every preset asks, ask by ask, what its class
     # asked before the fold on three recorded spaces, cold and warm (`tests/test_pattern_golden.py`);
     # the shipped sessions under each source below re-ran the same (`autotune rerun --strategy NAME`:
-    # every one of pattern-reach's 48, and the first and last under each source in
-    # `tests/test_rerun.py`); and each source listed was itself proven against the one before it
-    # (two earlier moves of code: the line look given a module of its own, a kick's move made a
-    # hook).  Only sources that recorded sessions are listed.
+    # all of pattern-ties' 126, pattern-full's 57, pattern-reach's 48, pattern-focus' 27,
+    # pattern-orders' 21 and pattern-lines' 12; of pattern and pattern-ends, the first and last
+    # under each source, as `tests/test_rerun.py` does for every source); and each source listed
+    # was itself proven against the one before it (two earlier moves of code: the line look given a
+    # module of its own, a kick's move made a hook).  Only sources that recorded sessions are listed.
     "pattern": {"e8069e2d75c3c87332f0cedd": ("b21e1c392c7fc3e5e9732c00",)},
     "pattern-ends": {"acb54aeb725d5aa694371a32": ("730303fae2427c7d207720a6", "e9e2e756287f73e92b9329c5")},
     "pattern-full": {"e5acd9455ce6bb01ba369844": ("ee7b2739b3940bf1dedc7ce6",)},
