@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from autotune.cache_schema import CacheError
+from autotune.store.schema import CacheError
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.databases import open_for_reading
 from autotune.device import gpu_device_present
@@ -28,7 +28,7 @@ from autotune.errors import UserError
 from autotune.evaluators.timing_target import SEARCH_TARGET_MS
 
 if TYPE_CHECKING:
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
 EXIT_USAGE = 2
 
@@ -363,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _damaged_database(error: Exception) -> bool:
-    from autotune.cache import is_damage
+    from autotune.store.cache import is_damage
 
     return is_damage(error)
 

@@ -2,7 +2,7 @@
 
 Two files, one rule: the shipped measurements are only ever read; everything a user's command
 records (sessions, replays, imports, merges, compaction) goes to the user's database (`user.db`
-unless `--db` says otherwise), and every read sees both (see `cache_layers`).  The shipped
+unless `--db` says otherwise), and every read sees both (see `autotune.store.layers`).  The shipped
 measurements are kept as append-only batches (`data/batches/`, under version control); what
 commands read is `data/shipped.db`, built from them on first use and rebuilt when they change
 (`autotune.store.build`).  Maintainers add measurements as a new batch, explicitly:
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the store imports sqlite_utils (and pandas): only when a command opens a file
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
 USER_DB = Path("user.db")
 SHIPPED_DB = Path("data/shipped.db")  # built from data/batches/ beside it (git-ignored)
@@ -71,7 +71,7 @@ def open_for_reading(db: str | Path = USER_DB, shipped: str | Path | None = SHIP
     if not db.exists() and (shipped is None or not shipped.exists()):
         named = f"{db}" + (f" nor {shipped}" if shipped is not None else "")
         raise_missing(named)
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     return Cache.open(db, shipped=shipped)
 
@@ -86,13 +86,13 @@ def read_from(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB)
 
 def open_for_writing(db: str | Path = USER_DB, shipped: str | Path | None = SHIPPED_DB) -> "Cache":
     """The user's database, created when missing, with the shipped data readable beside it."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     return Cache.open(Path(db), create=True, shipped=shipped)
 
 
 def raise_missing(named: str) -> None:
-    from autotune.cache_schema import CacheError
+    from autotune.store.schema import CacheError
 
     if " nor " in named:
         mine, shipped = named.split(" nor ")

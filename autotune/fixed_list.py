@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.session import Reporter, Session, SessionOutcome, SessionSettings
 from autotune.strategies.fixed import LABEL_JOIN, FixedList
 from autotune.types import Params, Result

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from autotune.cache import Cache, EvaluationRow
+from autotune.store.cache import Cache, EvaluationRow
 from autotune.evaluators.failures import failure_lines
 from autotune.report import comparison_table, gbps, statuses_text, tested_text, timeline_line, where_measured
 from autotune.session import DEFAULT, GenerationSummary

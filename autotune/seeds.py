@@ -27,7 +27,7 @@ from search_spaces.parameters import Integer, JsonValue, Parameter, PowerOfTwo
 from search_spaces.space import InvalidConfig, SearchSpace
 
 if TYPE_CHECKING:  # the CLI reads --config before importing the cache or the kernels (torch)
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.task import TuningTask
 
 SOURCES = ("default", "heuristic", "cache")

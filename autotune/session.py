@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Protocol, Sequence
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.async_search import TELL_ORDERS, AsyncSearch
 from autotune.evaluators.base import Evaluator, is_asynchronous
 from autotune.next_generation import NextGeneration

@@ -9,8 +9,8 @@ from typing import Any
 
 from rich.console import Console
 
-from autotune.cache import Cache, SpaceRecord
-from autotune.cache_merge import FORKED
+from autotune.store.cache import Cache, SpaceRecord
+from autotune.store.merge import FORKED
 from autotune.databases import SHIPPED_DB, open_for_reading, open_for_writing
 from autotune.errors import UserError
 from autotune.evaluators.timing_target import SEARCH_TARGET_MS

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.errors import UserError
 from autotune.experiment import experiment_tags
 from autotune.experiment_devices import on_one_device

@@ -152,7 +152,7 @@ def measure(client: Any, factory: Any, candidates: list[Any], reference: Any, *,
 def pattern_session(client: Any, factory: Any, task: Any, seconds: float, seed: int, *, farm: bool,
                     gpus: int | None = None, batch: int = 1) -> dict[str, Any]:
     """A pattern session of `seconds` through the asynchronous loop: its best over time."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.distributed.evaluator import distributed_evaluator
     from autotune.session import Session, SessionSettings, SilentReporter
     from autotune.strategies import get_strategy

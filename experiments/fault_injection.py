@@ -148,7 +148,7 @@ def last_session_id(db: Path) -> int:
     """The newest session's id (0 when none): the session to be read back comes after it."""
     if not db.exists():
         return 0
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     cache = Cache.open(db)
     try:
@@ -172,7 +172,7 @@ def sessions_after(cache: Any, after_id: int) -> list[dict[str, Any]]:
 # -- reading it back -----------------------------------------------------------------------------
 def read_back(db: Path, after_id: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the first `faulty` session after `after_id`, its search-time rows by config key)."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     if not db.exists():
         return None, {}

@@ -145,7 +145,7 @@ def measure(item: dict[str, Any], args: argparse.Namespace, *, tags: Any = None,
 @contextmanager
 def _journal(db: str | None) -> Iterator[Any]:
     """The database the session is recorded in: `db`, or a scratch one thrown away after."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.databases import open_for_writing
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -44,7 +44,7 @@ WITHIN = 0.02
 
 def _recorded(path: Path) -> Any:
     """The file as our oracle (imported into a throwaway database)."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.interop.kernel_tuner import read_kernel_tuner_file
     from autotune.interop.kernel_tuner_db import import_into_cache
     from autotune.simulation.oracle import RecordedSpace

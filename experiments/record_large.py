@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.databases import open_for_reading
 from autotune.tuning import FINISHED  # a session's exit reasons that leave nothing to resume
 

@@ -40,7 +40,7 @@ def replay_once(kernel: str, shape: str, dtype: str, strategy: str, seed: int, b
     """One `tune --replay` session recorded into `db`, and what its rows say."""
     from rich.console import Console
 
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.tuning import TuneRequest, run_tune
 
     request = TuneRequest(kernel=kernel, shape=shape, dtype=dtype, strategy=strategy, budget=budget, seconds=None,

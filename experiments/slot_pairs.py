@@ -177,7 +177,7 @@ def totals(tallies: Sequence[Tally]) -> Tally:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from autotune.cache_schema import CacheError
+    from autotune.store.schema import CacheError
     from autotune.databases import add_arguments, open_for_reading, read_from
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -31,7 +31,7 @@ if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("COLUMNS") == "80":
 
 import torch  # noqa: E402
 
-from autotune.cache import Cache  # noqa: E402
+from autotune.store.cache import Cache  # noqa: E402
 from autotune.kernels import get_kernel  # noqa: E402
 from autotune.task import TuningTask, bind_live  # noqa: E402
 from autotune.types import Candidate  # noqa: E402

@@ -48,7 +48,7 @@ class OpensTheCache:
     path: str
 
     def __call__(self, params: Mapping[str, Any]) -> float:
-        from autotune.cache import Cache
+        from autotune.store.cache import Cache
 
         Cache.open(self.path, create=True).close()
         return hashed_cost(params)
@@ -68,7 +68,7 @@ class RecordsASession:
         return f"job {self.seed}"
 
     def __call__(self, db_path: Path) -> dict:
-        from autotune.cache import Cache
+        from autotune.store.cache import Cache
         from autotune.types import Candidate, Result, Status
         from search_spaces import Ordinal, SearchSpace, SpaceIdentity
 

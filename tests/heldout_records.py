@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel
 from autotune.seeds import collect_seeds, heuristic_provenance

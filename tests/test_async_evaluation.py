@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from autotune.cache import Cache  # noqa: E402
+from autotune.store.cache import Cache  # noqa: E402
 from autotune.distributed import on_worker  # noqa: E402
 from autotune.distributed.cluster import connect, parse_workers, start_local_cluster  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.base import InOrder, is_asynchronous
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings, SilentReporter

@@ -18,8 +18,8 @@ import torch
 
 import autotune.tuning
 from autotune import cli
-from autotune.cache import SCHEMA_VERSION, Cache, CacheError
-from autotune.cache_layers import USER_SESSIONS_FROM
+from autotune.store.cache import SCHEMA_VERSION, Cache, CacheError
+from autotune.store.layers import USER_SESSIONS_FROM
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel, parse_shape
 from autotune.kernels.softmax_triton import triton_space
@@ -221,7 +221,7 @@ def test_schema_versions_other_than_ours_are_refused_with_what_to_do(recorded, t
 def test_a_plausible_schema_0_database_is_refused_not_misread(tmp_path, capsys):
     """An unversioned cache (autotune's tables without meta) and a schema-0 one (meta says 0,
     no aliases table): both refused, by Cache.open and by the CLI, and left as they were."""
-    from autotune.cache import _SCHEMA
+    from autotune.store.cache import _SCHEMA
 
     unversioned, old = tmp_path / "unversioned.db", tmp_path / "old.db"
     for path in (unversioned, old):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.cli import main
 from autotune.store import build as store_build
 from autotune.store.batches import TABLES, batch_folders, encode_rows, write_batch
@@ -127,7 +127,7 @@ def _run(argv: list[str], capsys) -> tuple[int, str, str]:
 
 def test_two_processes_building_at_once_build_it_once(data):
     code = ("import sys; from pathlib import Path; from autotune.store.build import ensure_current;"
-            "from autotune.cache import Cache; p = ensure_current(Path('data/shipped.db'));"
+            "from autotune.store.cache import Cache; p = ensure_current(Path('data/shipped.db'));"
             "c = Cache.open(Path('user.db'), shipped=p); print(c.session_count())")
     runs = [subprocess.Popen([sys.executable, "-c", code], cwd=data.parent, env=subprocess_env(), text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
@@ -144,7 +144,7 @@ def test_two_processes_building_at_once_build_it_once(data):
 def test_a_builder_that_never_finishes_is_waited_for_only_until_the_deadline(data):
     import fcntl
 
-    from autotune.cache_schema import CacheError
+    from autotune.store.schema import CacheError
 
     holder = open(data / "shipped.db.lock", "a+")
     fcntl.flock(holder, fcntl.LOCK_EX)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from autotune.cache import SCHEMA_VERSION, Cache, CacheError
+from autotune.store.cache import SCHEMA_VERSION, Cache, CacheError
 from autotune.types import Result, Source, Status
 from conftest import make_candidate, subprocess_env, table_count
 from search_spaces import Ordinal, SearchSpace, SpaceIdentity, params_key
@@ -341,7 +341,7 @@ def test_a_killed_writer_loses_nothing_it_recorded(tmp_path):
     Cache.open(path, create=True).close()
     code = f"""
 import os, sys
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from search_spaces.space import config_key
 from autotune.types import Candidate, Result, Status
 cache = Cache.open({str(path)!r})
@@ -430,7 +430,7 @@ def test_concurrent_writer_processes_queue_instead_of_failing(tmp_path):
     path = tmp_path / "t.db"
     code = """
 import os, sys, time
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.types import Candidate, Result, Status
 from search_spaces import Ordinal, SearchSpace, SpaceIdentity
 from search_spaces.space import config_key

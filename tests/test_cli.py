@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune.cache_layers import USER_SESSIONS_FROM
-from autotune.cache import Cache
+from autotune.store.layers import USER_SESSIONS_FROM
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.history import session_best
 from autotune.kernels import parse_dtype, parse_shape

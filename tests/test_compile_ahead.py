@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings
 from autotune.strategies import get_strategy

@@ -59,7 +59,7 @@ def test_one_gpus_runs_are_read(tmp_path, capsys):
 
     import torch
 
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.kernels import get_kernel
     from autotune.task import bind_live
     from heldout_records import SOFTMAX, costs_for, record_run

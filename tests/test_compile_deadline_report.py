@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings, SilentReporter
 from autotune.strategies import get_strategy

@@ -188,7 +188,7 @@ def test_a_named_database_must_exist(scale, tmp_path: Path) -> None:
 def _record(db: Path, kernel, *, gpu: str, mode: str, block: int, ms: float, source_hash: str | None = None,
             options: dict | None = None) -> tuple[int, str]:
     """One session of one evaluation, recorded as a session of `mode` on `gpu`: (session id, space)."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.task import signature
     from autotune.types import Candidate, Result, Status
     from search_spaces.fingerprint import SpaceIdentity

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings, SilentReporter

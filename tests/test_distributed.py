@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("distributed")
 
-import autotune.cache_guard as guard_module  # noqa: E402
+import autotune.store.guard as guard_module  # noqa: E402
 from autotune import cli  # noqa: E402
-from autotune.cache import SCHEMA_VERSION, Cache, CacheError  # noqa: E402
+from autotune.store.cache import SCHEMA_VERSION, Cache, CacheError  # noqa: E402
 from autotune.distributed.cluster import connect, parse_workers  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.factories import FakeEvaluatorFactory  # noqa: E402

@@ -109,7 +109,7 @@ EXPERIMENT = '''
 """A CPU experiment for the deadline test: each job is a fake-evaluator tuning session."""
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.experiment import execute_jobs
 from autotune.kernels import get_kernel

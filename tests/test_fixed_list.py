@@ -8,7 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.fixed_list import LEGACY_STRATEGY, is_finished, labels_by_key, measure_fixed, unfinished_session
 from autotune.strategies import get_strategy

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.experiment import experiment_tags
 from autotune.kernels import get_kernel
 from autotune.seeds import collect_seeds

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.evaluators.gpu_process import COMPILE_CACHES

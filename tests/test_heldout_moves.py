@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from autotune.cache import EvaluationRow
+from autotune.store.cache import EvaluationRow
 from autotune.types import Candidate, Result, Status
 from experiments.heldout import definition as d
 from experiments.heldout.moves import GAIN, KINDS, cold_walks, distance, moves_section, tally_moves

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from autotune import cli
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.kernels import get_kernel
 from autotune.task import bind_live
 from experiments.heldout import analysis

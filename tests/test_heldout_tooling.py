@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autotune.cache import EvaluationRow
+from autotune.store.cache import EvaluationRow
 from autotune.types import Candidate, Result, Status
 from conftest import hashed_cost
 from experiments.heldout import definition as d

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from autotune.baselines.helion_native import QUICK, native_kernel, pick_params, read_log, retime, run_native
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel
 from autotune.session import SilentReporter, Session, SessionSettings

@@ -32,7 +32,7 @@ def cost(params) -> float | Status:
 
 
 def run(task, tmp_path, name, *, seed=1, budget=40, effort="quick", db="s.db"):
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     strategy = get_strategy(name).from_task(task, seed=seed, budget=budget, effort=effort)
     fake = FakeEvaluator(cost)
@@ -126,7 +126,7 @@ def test_an_exception_in_helion_ends_the_session(helion_task, tmp_path, monkeypa
         raise RuntimeError("broken surrogate")
 
     monkeypatch.setattr(strategy.search, "_fit_surrogate", boom)
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     cache = Cache.open(tmp_path / "e.db", create=True)
     settings = SessionSettings(strategy="helion-lfbo", seed=0, budget=10, mode="fake")
@@ -161,7 +161,7 @@ def test_seeds_the_session_evaluates_first_count_against_the_budget(helion_task,
 
     if "seeds" not in inspect.signature(Session.__init__).parameters:
         pytest.skip("this session has no seeds")
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     seeds = [("heuristic", {**helion_task.space.default, "num_warps": 8}),
              ("cache", {**helion_task.space.default, "num_stages": 4})]

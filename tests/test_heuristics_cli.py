@@ -70,8 +70,8 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
 def test_a_heuristic_seeded_session_records_where_its_seeds_came_from(tmp_path, capsys, shipped_db):
     """A replay of the shipped H100 measurements, seeded by the rules: the session's options
     hold every heuristic seed's rule, reason, facts and constants."""
-    from autotune.cache import Cache
-    from autotune.cache_layers import USER_SESSIONS_FROM
+    from autotune.store.cache import Cache
+    from autotune.store.layers import USER_SESSIONS_FROM
 
     code = main(["tune", "softmax", "--shape", "1024x50257", "--seed-from", "heuristic", "--budget", "2", "--replay",
                  "--shipped", str(shipped_db), "--db", str(tmp_path / "r.db")])

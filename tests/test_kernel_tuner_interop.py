@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.cli import main
 from autotune.errors import UserError
 from autotune.interop import (

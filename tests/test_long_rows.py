@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel
 from autotune.session import Session, SessionSettings

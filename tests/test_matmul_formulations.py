@@ -129,7 +129,7 @@ TIMES = {
 def _fake_tune(calls: list, db_times: dict):
     """Stands in for autotune.tune: one 'GPU' session answered by a fake evaluator."""
     def tune(kernel, *, shape, dtype, db, configs, seed_from, **_):
-        from autotune.cache import Cache
+        from autotune.store.cache import Cache
         from autotune.evaluators.fake import FakeEvaluator
         from autotune.kernels import get_kernel, parse_dtype, parse_shape
         from autotune.session import Session, SessionSettings
@@ -241,7 +241,7 @@ def test_cells_filter_and_a_report_without_sessions(tmp_path):
     assert len(mf.select(mf.all_cells(), None)) == len(mf.all_cells())
     assert [c.source for c in mf.select(mf.all_cells(), "rule check")] == ["rule check"] * len(mf.RULE_CHECK)
     assert len(mf.select(mf.all_cells(), "rule check 2")) == len(mf.RULE_CHECK_2)
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     Cache.open(tmp_path / "empty.db", create=True).close()
     data = mf.report(tmp_path / "empty.db", None, tmp_path / "out", cells=mf.select(mf.all_cells(), "sum"))
@@ -255,7 +255,7 @@ def _record_at_source(db, kernel: str, cell, ms: float, source: str | None, base
     `source` as the kernel's source hash (None: the current one), as a session before a change would."""
     import dataclasses
 
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.evaluators.fake import FakeEvaluator
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.session import Session, SessionSettings
@@ -276,7 +276,7 @@ def _record_at_source(db, kernel: str, cell, ms: float, source: str | None, base
 
 def test_report_keeps_sessions_of_an_older_tiled_source_out_of_the_comparison(tmp_path):
     """The older source's session is the faster one: without the filter it would be the tiled time."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from experiments import matmul_formulations as mf
     from heuristics.device import H100
 
@@ -305,7 +305,7 @@ def test_report_keeps_sessions_of_an_older_tiled_source_out_of_the_comparison(tm
 
 
 def test_runner_measures_again_a_cell_recorded_only_with_an_older_source(tmp_path):
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from experiments import matmul_formulations as mf
 
     db = tmp_path / "f.db"
@@ -327,7 +327,7 @@ def test_runner_measures_again_a_cell_recorded_only_with_an_older_source(tmp_pat
 def test_report_times_the_seed_each_session_was_given_against_the_tiled_best(tmp_path):
     """The seed's time is read for the config the session recorded as its given seed (not the
     rule's seed of today), and judged against the best over every current session."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.evaluators.fake import FakeEvaluator
     from autotune.kernels import get_kernel, parse_dtype, parse_shape
     from autotune.session import Session, SessionSettings

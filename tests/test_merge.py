@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.cli import main
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings

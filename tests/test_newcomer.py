@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import autotune.tuning
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from conftest import assert_one_line_error, hashed_cost, run_main, subprocess_env, table_count
 
 HELION_SESSION, TRITON_SESSION = 3, 1  # of the shipped data: softmax and softmax-triton at 4096x32000

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.cli import main
 from autotune.noise import analyse, collect, rank_stability, repeatability, within_spread
 from autotune.types import Result, Source, Status

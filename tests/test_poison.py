@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.poison import NOT_POISONED, POISONED, run_checked, sentinel_allocations
 from conftest import REPO
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings, SilentReporter
 from autotune.strategies import get_strategy

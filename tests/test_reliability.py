@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from tests.conftest import subprocess_env
 
 ROOT = Path(__file__).resolve().parent.parent

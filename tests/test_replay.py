@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.evaluators.replay import ReplayEvaluator

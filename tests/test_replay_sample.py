@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.simulation.oracle import Oracle, RecordedSpace, combine, point_text
 from autotune.simulation.runner import simulate
 from autotune.strategies.random_search import shuffled_range

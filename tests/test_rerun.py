@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from autotune.cache import Cache
-from autotune.cache_merge import FORKED
+from autotune.store.cache import Cache
+from autotune.store.merge import FORKED
 from autotune.databases import SHIPPED_DB, open_for_reading
 from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.seeds import collect_seeds, parse_sources, shape_distance
 from autotune.session import Session, SessionSettings

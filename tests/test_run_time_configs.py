@@ -76,7 +76,7 @@ def test_exact_nearest_and_none(rms, table: ConfigTable) -> None:
 
 
 def test_a_table_from_another_database_serves_nothing(rms, tmp_path: Path) -> None:
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
     from autotune.config_table import EmptyTableWarning
 
     Cache.open(tmp_path / "empty.db", create=True).close()

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from autotune import cli
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.errors import UserError
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.experiment import ExperimentOptions, load_experiment

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernels import get_kernel
 from autotune.seeds import collect_seeds

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.session import Session, SessionSettings
 from autotune.strategies import get_strategy

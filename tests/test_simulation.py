@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.cli import main
 from autotune.simulation.landscape import landscape
 from autotune.simulation.oracle import Outcome, RecordedSpace, point_text

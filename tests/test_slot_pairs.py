@@ -64,7 +64,7 @@ def recorded(tmp_path_factory):
 
 
 def test_the_report_counts_the_pairs_the_recorded_session_holds(recorded, tmp_path, capsys):
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     code = slot_pairs.main(["--kernels", "softmax-tri*", "--slot", "num_warps", "--values", "4,8", "--near", "100",
                             "--db", str(recorded), "--shipped", "none", "--out", str(tmp_path)])

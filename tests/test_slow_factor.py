@@ -7,7 +7,7 @@ import math
 import re
 from dataclasses import replace
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.evaluators.timing import TimingOptions, repetitions
 from autotune.session import Session, SessionSettings, SilentReporter

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from autotune import cli
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.experiment import ExperimentOptions, load_experiment
 from autotune.kernels import get_kernel

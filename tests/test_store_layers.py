@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import Cache, CacheError
-from autotune.cache_layers import USER_ROWS_FROM, USER_SESSIONS_FROM
+from autotune.store.cache import Cache, CacheError
+from autotune.store.layers import USER_ROWS_FROM, USER_SESSIONS_FROM
 from autotune.cli import main
 from autotune.session_options import NewerOptions, SessionOptions
 from conftest import REPO, all_counts
@@ -146,9 +146,8 @@ def test_session_options_round_trip_and_keep_what_they_do_not_type():
 
 
 # -- one store, one device module ---------------------------------------------------------------------
-STORE = {"autotune/cache.py", "autotune/cache_schema.py", "autotune/cache_merge.py", "autotune/cache_layers.py",
-         "autotune/cache_rows.py", "autotune/cache_guard.py", "autotune/cache_copy.py",
-         *(f"autotune/store/{name}.py" for name in ("batches", "build", "append", "migrate"))}
+STORE = {f"autotune/store/{name}.py" for name in ("cache", "schema", "merge", "layers", "rows", "guard", "copy_without",
+                                                 "batches", "build", "append", "migrate")}
 DEVICE = {"autotune/device.py"}
 
 
@@ -158,7 +157,7 @@ def _python_files() -> list[Path]:
 
 
 def test_a_copy_without_sessions_drops_their_rows_and_leaves_the_source_as_it_was(tmp_path, triton_task):
-    from autotune.cache_copy import copy_without_sessions
+    from autotune.store.copy_without import copy_without_sessions
 
     source = tmp_path / "source.db"
     kept = record_session(triton_task, source, strategy="random", budget=4)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.kernel import Kernel
 from autotune.kernel_loader import KernelNotFound, locator_of, resolve_kernel

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.databases import USER_DB
 
 NAME = "compact"

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from autotune.cache import Cache, DamagedDatabase
+from autotune.store.cache import Cache, DamagedDatabase
 from autotune.databases import SHIPPED_DB, USER_DB
 from autotune.errors import UserError
 

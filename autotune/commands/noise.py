@@ -14,7 +14,7 @@ from rich.table import Table
 
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.databases import open_for_reading
-from autotune.cache import Cache, SpaceRecord
+from autotune.store.cache import Cache, SpaceRecord
 from autotune.commands import add_task_arguments
 from autotune.errors import UserError
 from autotune.noise import NoiseReport, Spread, analyse, percent

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from autotune.databases import add_arguments as add_database_arguments
 from autotune.databases import open_for_reading
-from autotune.cache import Cache, SpaceRecord
+from autotune.store.cache import Cache, SpaceRecord
 from autotune.errors import UserError
 from autotune.simulation.landscape import landscape
 from autotune.simulation.oracle import RecordedSpace
@@ -124,7 +124,7 @@ def _open_read_only(db: Path, shipped: Path | None) -> Cache:
     """What simulate reads.  It never writes: the shipped measurements named as --db (as in
     `--db data/shipped.db`) are opened read-only, like the shipped file read alone, so sqlite does not
     even open them for writing; a user's own database is read as every command reads it."""
-    from autotune.cache_layers import same_file
+    from autotune.store.layers import same_file
     from autotune.databases import SHIPPED_DB
 
     shipped_files = [p for p in (shipped, SHIPPED_DB) if p is not None]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.distributed import on_worker
 from autotune.distributed.stream import Failed, run_on_cluster
 

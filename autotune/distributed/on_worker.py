@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
-from autotune.cache_guard import allow_database, forbid_writes_in_this_process
+from autotune.store.guard import allow_database, forbid_writes_in_this_process
 from autotune.types import Candidate, Result
 
 WORKER_REASON = "it is a distributed worker; results go back to the session's process, which alone writes"
@@ -162,7 +162,7 @@ def _database_bytes(path: Path) -> bytes | None:
     """The whole database in one file (its write-ahead log folded in), or None if none was made."""
     if not path.exists():
         return None
-    from autotune.cache import checkpoint
+    from autotune.store.cache import checkpoint
 
     checkpoint(path)
     return path.read_bytes()

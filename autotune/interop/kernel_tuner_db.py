@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.cache import Cache, SpaceRecord
+from autotune.store.cache import Cache, SpaceRecord
 from autotune.errors import UserError
 from autotune.interop.kernel_tuner import KernelTunerSpace, export_document
 from autotune.types import Candidate, Result, Source, Status

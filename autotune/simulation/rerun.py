@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from autotune.cache import Cache
-from autotune.cache_merge import FORKED
+from autotune.store.cache import Cache
+from autotune.store.merge import FORKED
 from autotune.errors import UserError
 from autotune.evaluators.replay import ReplayEvaluator
 from autotune.session import Session, SessionSettings

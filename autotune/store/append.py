@@ -1,7 +1,7 @@
 """Adding measurements to the shipped data: one new batch (`autotune merge NEW.db --into data/batches`).
 
 Why: the batches are never rewritten, so what a merge brings is written as a batch of its own.
-The merge itself is the one every database gets (`cache_merge`): the batches are built into a
+The merge itself is the one every database gets (`store.merge`): the batches are built into a
 scratch database, the sources are merged into it, and whatever the merge added or changed (new
 spaces, aliases, sessions and their rows; rows and ends of shipped sessions continued
 elsewhere) is written as the new batch.  A session continued after it was shipped appears again
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from autotune.cache_schema import transaction
+from autotune.store.schema import transaction
 from autotune.store.batches import TABLES, batch_folders, encode_rows, known_hashes, write_batch
 from autotune.store.build import build
 
@@ -50,7 +50,7 @@ def append(sources: Sequence[Path], root: Path, *, note: str = "", fork_divergen
            ) -> tuple[Path | None, list[dict[str, int]]]:
     """Merge `sources` into the shipped data as one new batch under `root`.  Returns the batch
     (None where the sources held nothing new) and each source's merge counts."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     folders = batch_folders(root)
     stamp = _stamp(sources, folders)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from autotune.cache_schema import SCHEMA, SCHEMA_VERSION, CacheError
+from autotune.store.schema import SCHEMA, SCHEMA_VERSION, CacheError
 from autotune.store.batches import (
     TABLES, BatchError, batch_folders, decode_rows, digest, manifest, read_table, sqlite_columns,
 )

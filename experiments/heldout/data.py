@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from autotune.cache import Cache, EvaluationRow
+from autotune.store.cache import Cache, EvaluationRow
 from autotune.databases import open_for_reading
 from autotune.experiment import experiment_tags
 from autotune.strategies.lineage import same_source

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.databases import open_for_reading
 from autotune.experiment import experiment_tags
 
@@ -31,7 +31,7 @@ def without_study(shipped: Path | None) -> Iterator[Path | None]:
     study's sessions (once merged into the shipped data, a held-out shape's results would seed
     the nearest other held-out shape, and the order of the runs would change what they start
     from).  None when there is no shipped data."""
-    from autotune.cache_copy import copy_without_sessions
+    from autotune.store.copy_without import copy_without_sessions
 
     if shipped is None or not shipped.exists():
         yield None

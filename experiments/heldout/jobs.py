@@ -240,7 +240,7 @@ def in_scratch(request: Any, db_path: Path) -> Any:
     """Run `request` recording into a fresh database beside nothing but the shipped data, then
     merge it into `db_path` (also when cut short: what it measured comes home).  A `db_path`
     not yet made (a distributed worker's private one, a first run) is already fresh."""
-    from autotune.cache import checkpoint
+    from autotune.store.cache import checkpoint
     from autotune.databases import open_for_writing
 
     if not Path(db_path).exists():

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from autotune.cache import EvaluationRow
+from autotune.store.cache import EvaluationRow
 from autotune.strategies.pattern import KICK_STEPS
 
 from . import definition as d

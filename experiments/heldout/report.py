@@ -456,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from autotune.cache_schema import CacheError
+    from autotune.store.schema import CacheError
 
     try:
         main()

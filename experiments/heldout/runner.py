@@ -161,7 +161,7 @@ def check_held_out(plan: Plan) -> dict[Problem, list[str]]:
         if d.WARM_CACHE in plan.arms:
             raise UserError("the warm-cache arm seeds from the shipped data: name it with --shipped (cache.db)")
         return {}
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     # the data the warm-cache seeds read (the study's own sessions are in neither check)
     shipped = Cache.open(plan.seed_data or plan.shipped, migrate=False)  # read only: never migrated here
@@ -474,7 +474,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from autotune.cache_schema import CacheError
+    from autotune.store.schema import CacheError
     from autotune.commands.experiment import EXIT_DEADLINE
 
     try:

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from autotune.cache import EvaluationRow
+from autotune.store.cache import EvaluationRow
 
 from . import definition as d
 from .analysis import ArmSummary, ProblemSummary, allowed_s

@@ -83,7 +83,7 @@ def run_arm(arm: str, kernel: str, examples: Path, shape: tuple[int, ...], dtype
 def _ours(locator: str, kernel: str, shape: tuple[int, ...], dtype: str, seconds: float,
           work: Path) -> dict[str, Any]:
     """`autotune tune` as a user runs it (its own process), read back from its fresh database."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     db = work / f"ours_{kernel}_{'x'.join(map(str, shape))}_{dtype}.db"
     db.unlink(missing_ok=True)

@@ -57,7 +57,7 @@ def _last_line(text: str) -> str:
 
 def _session_rows(db: Path, kernel: str) -> tuple[dict[str, Any] | None, list[Any]]:
     """The kernel's newest session in `db` and its rows (none if the session never started)."""
-    from autotune.cache import Cache
+    from autotune.store.cache import Cache
 
     if not db.exists():
         return None, []

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from autotune.databases import SHIPPED_DB, open_for_reading
-from autotune.cache import Cache
+from autotune.store.cache import Cache
 from autotune.experiment import experiment_tags
 from autotune.experiment_devices import on_one_device
 from autotune.fixed_list import is_finished

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from autotune.databases import SHIPPED_DB, open_for_reading
-from autotune.cache import Cache, EvaluationRow
+from autotune.store.cache import Cache, EvaluationRow
 from autotune.experiment import experiment_tags
 from autotune.experiment_devices import on_one_device
 from autotune.history import default_row, timeline

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Mapping
 
-from autotune.cache_schema import transaction
+from autotune.store.schema import transaction
 from autotune.errors import UserError
 from search_spaces.space import canonical_json
 

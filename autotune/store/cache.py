@@ -17,13 +17,13 @@ from typing import Any, Mapping
 
 import sqlite_utils
 
-from autotune.cache_schema import SCHEMA as _SCHEMA  # noqa: F401 - tests build old databases from it
-from autotune.cache_schema import SCHEMA_VERSION, CacheError, check_schema, create_schema
-from autotune.cache_schema import transaction as _transaction
-from autotune.cache_layers import attach_shipped, create_views, read_only_uri, same_file
-from autotune.cache_merge import merge_into, session_here
-from autotune.cache_guard import _refuse_if_forbidden
-from autotune.cache_rows import (  # noqa: F401 - params_* and samples_* are read through this module too
+from autotune.store.schema import SCHEMA as _SCHEMA  # noqa: F401 - tests build old databases from it
+from autotune.store.schema import SCHEMA_VERSION, CacheError, check_schema, create_schema
+from autotune.store.schema import transaction as _transaction
+from autotune.store.layers import attach_shipped, create_views, read_only_uri, same_file
+from autotune.store.merge import merge_into, session_here
+from autotune.store.guard import _refuse_if_forbidden
+from autotune.store.rows import (  # noqa: F401 - params_* and samples_* are read through this module too
     _INSERT_NAMES, _RESULT_COLUMNS, _alias_row, _evaluation_values, _result, params_from_text, params_text,
     samples_from_text, samples_text,
 )
@@ -85,7 +85,7 @@ class Cache:
 
         With `shipped` (the shipped measurements, normally `data/shipped.db`, built from the
         batches beside it when missing or stale: `autotune.store.build`), that file is attached
-        read-only and every read sees both (see `cache_layers`); writes go to `path` only.  When
+        read-only and every read sees both (see `layers`); writes go to `path` only.  When
         `path` does not exist and is not to be created, the shipped file alone is opened, read-only.
         An older database is migrated to the current schema on opening; with `migrate=False`
         it is left as it was and may only be read (what `merge_from` does with its sources).

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable
 
-from autotune.cache_schema import transaction
+from autotune.store.schema import transaction
 
 # Every table whose rows belong to one session, by its `session_id` column.
 SESSION_ROWS = ("evaluations", "baselines", "calibrations")

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from autotune.cache_schema import CacheError
+from autotune.store.schema import CacheError
 from autotune.types import Candidate, Result, Source, Status
 from search_spaces.space import canonical_json, params_key
 

@@ -20,7 +20,7 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from autotune.cache_schema import SCHEMA_VERSION, CacheError, transaction
+from autotune.store.schema import SCHEMA_VERSION, CacheError, transaction
 
 LAYERED_TABLES = ("spaces", "sessions", "evaluations", "aliases", "baselines", "calibrations")
 USER_SESSIONS_FROM = 10_001

@@ -11,7 +11,7 @@ import contextlib
 from pathlib import Path
 from typing import Iterator
 
-from autotune.cache_schema import CacheError
+from autotune.store.schema import CacheError
 
 # -- one writer: the process that owns the session ------------------------------------------
 _writes_forbidden_because: str | None = None
