@@ -38,8 +38,8 @@ class AsyncEvaluator(Evaluator, Protocol):
 
     The session keeps a window of configs in flight (autotune/async_search.py): it submits
     configs as the strategy proposes them and collects results as they come back, so a config
-    that compiles for long never holds the others.  The local GPU evaluator could take part by
-    implementing these four methods over its compile pool and benchmark process.
+    that compiles for long never holds the others.  The local GPU evaluator implements them over
+    its compile pool and benchmark process; it takes part where its `asynchronous` is true.
     """
 
     def slots(self) -> int:
@@ -61,7 +61,10 @@ class AsyncEvaluator(Evaluator, Protocol):
 
 
 def is_asynchronous(evaluator: object) -> bool:
-    """Whether the session may keep configs in flight with this evaluator."""
+    """Whether the session may keep configs in flight with this evaluator (one that has the
+    methods may still say no: its `asynchronous` is False)."""
+    if getattr(evaluator, "asynchronous", True) is False:
+        return False
     return all(callable(getattr(evaluator, name, None)) for name in ("slots", "submit", "poll", "cancel"))
 
 

@@ -27,6 +27,14 @@ tried again in a fresh one (gpu_generation.MAX_ATTEMPTS).  Baselines are timed i
 benchmark process, never in one that timed configs.  What workers write to fd 1 and 2 is
 captured, never shown: a failing config's goes into its error and `<db>.logs/<session>/`
 (worker_output.py).  Results stream: failures at once, the others once timed.
+
+Asynchronous (`asynchronous=True`, or AUTOTUNE_ASYNC_GPU=1): the evaluator also takes configs
+while others are out (base.AsyncEvaluator), so the session keeps a window in flight
+(async_search.py) and no generation waits for its slowest compile.  One long-lived Generation
+then takes every submitted config: a free compile worker gets the next one at once, a compiled
+config joins the benchmark worker's queue in the order it ran, `poll` returns what is known, and
+the deadlines and retries above hold unchanged.  The compile limit adapts as results come.  Off
+by default until measured on a GPU; then nothing is compiled ahead (nothing waits to overlap).
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from typing import Any, Callable, Iterator, Sequence
 from autotune.evaluators.compile_ahead import COMPILE_AHEAD, Ahead, Guess
 from autotune.evaluators.compile_deadline import CompileDeadline
 from autotune.evaluators.failures import exit_description
-from autotune.evaluators.gpu_generation import Generation, drop_ahead, result_from_reply
+from autotune.evaluators.gpu_generation import COMPILE, Generation, drop_ahead, result_from_reply
 from autotune.evaluators.gpu_process import (SETTING_UP, Worker, WorkerSetupError, wait_all_ready,
                                              worker_context)
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main
@@ -53,6 +61,8 @@ CLOSE_WAIT_S = 5.0  # how long closing waits for all workers to exit by themselv
 # AUTOTUNE_EARLY_SETUPS=0: the compile workers other than the first set up only when a generation
 # grants it (the behaviour before, for measuring what setting them up at the start saves).
 EARLY_SETUPS = os.environ.get("AUTOTUNE_EARLY_SETUPS", "1") != "0"
+# AUTOTUNE_ASYNC_GPU=1: the evaluator takes configs while others are out (the module docstring).
+ASYNC_GPU = os.environ.get("AUTOTUNE_ASYNC_GPU", "0") != "0"
 
 
 def default_compile_workers(cores: int | None = None) -> int:
@@ -70,7 +80,8 @@ class GPUEvaluator:
                  run_timeout_s: float = 30.0, bench_timeout_s: float = 60.0, seed: int = 0,
                  timing: TimingOptions = TimingOptions(), compile_timeout_factor: float = 10.0,
                  compile_target: Callable = compile_worker_main, bench_target: Callable = bench_worker_main,
-                 compile_ahead: bool | None = None, log_root: Path | str | None = None) -> None:
+                 compile_ahead: bool | None = None, log_root: Path | str | None = None,
+                 asynchronous: bool | None = None) -> None:
         self.description = f"measuring on {device_name}"
         self.compile_deadline = CompileDeadline(compile_timeout_s, factor=compile_timeout_factor)
         self.run_timeout_s = run_timeout_s
@@ -96,6 +107,11 @@ class GPUEvaluator:
         # Whether the session may pass `guess` to `evaluate` (compile_ahead.py; None: the switch's
         # default), and what generations compiled ahead for the next one.
         self.compiles_ahead = COMPILE_AHEAD if compile_ahead is None else compile_ahead
+        # Whether the session may keep configs in flight (base.is_asynchronous reads it), and the
+        # generation that takes them while it does; nothing is compiled ahead then.
+        self.asynchronous = ASYNC_GPU if asynchronous is None else asynchronous
+        self.compiles_ahead = self.compiles_ahead and not self.asynchronous
+        self._stream: Generation | None = None
         self.ahead = Ahead()
         # The targets are parameters so tests can drive this orchestration with fake workers.
         # `log_root` (`<db>.logs`): where failing configs' output is filed, per session.
@@ -128,6 +144,8 @@ class GPUEvaluator:
         self.output.session_started(session_id)
 
     def evaluate(self, candidates: Sequence[Candidate], guess: Guess | None = None) -> Iterator[Result]:
+        """One generation, all of it (configs submitted and still out are dropped first)."""
+        self.cancel()
         compile_s = self.compile_deadline.seconds()
         generation = Generation(self._compilers, self._bench, list(candidates), compile_timeout_s=compile_s,
                                 run_timeout_s=self.run_timeout_s, bench_timeout_s=self.bench_timeout_s,
@@ -138,8 +156,38 @@ class GPUEvaluator:
             self.compile_deadline.observe(result)
             yield result
 
+    # -- the asynchronous protocol (base.AsyncEvaluator) -------------------------------------
+    def slots(self) -> int:
+        """A config per compile worker, one being timed and one queued behind it (built ahead)."""
+        return len(self._compilers) + 2
+
+    def submit(self, candidates: Sequence[Candidate]) -> None:
+        if self._stream is None:
+            drop_ahead(self.ahead, self._compilers)  # a synchronous generation's guesses: nobody asks now
+            self._stream = Generation(self._compilers, self._bench, [], compile_timeout_s=0.0,
+                                      run_timeout_s=self.run_timeout_s, bench_timeout_s=self.bench_timeout_s,
+                                      ahead=self.ahead, output=self.output)
+        self._stream.add(list(candidates))
+
+    def poll(self, timeout: float) -> list[Result]:
+        stream = self._stream
+        if stream is None or not stream.busy:
+            return []
+        compile_s = self.compile_deadline.seconds()  # for the configs dispatched from now on
+        stream.timeouts[COMPILE], stream.notes[COMPILE] = compile_s, self.compile_deadline.describe(compile_s)
+        results = stream.step(timeout)
+        for result in results:
+            self.compile_deadline.observe(result)
+        return results
+
+    def cancel(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            stream.abandon()
+
     def baselines(self) -> dict[str, Result]:
         """The kernel's library baselines and a device-to-device copy of the input (the bandwidth ceiling)."""
+        self.cancel()  # the search is over: what is still out is nobody's
         drop_ahead(self.ahead, self._compilers)  # the search is over: no generation follows
         # A fresh process: one that timed configs may have been left in any state by them.
         self._bench.restart()
@@ -157,6 +205,7 @@ class GPUEvaluator:
         """Re-time the candidates round-robin in one process; medians over all rounds."""
         if not candidates:
             return {}
+        self.cancel()
         drop_ahead(self.ahead, self._compilers)  # compiles would share the cores with the re-timing
         request = ("rebench", "final", [(c.key, dict(c.native)) for c in candidates])
         reply = self._request(request, self.bench_timeout_s * (1 + len(candidates)))
@@ -170,6 +219,7 @@ class GPUEvaluator:
         return results
 
     def close(self) -> None:
+        self.cancel()
         drop_ahead(self.ahead, self._compilers)  # mid-compile they would answer only once it ends
         workers = [*self._compilers, self._bench]
         for worker in workers:  # ask all to exit first, then wait: exits overlap

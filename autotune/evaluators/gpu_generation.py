@@ -51,6 +51,7 @@ class _Job:
     compile_s: float | None = None
     generated: Any = None  # where its compile left the generated host function (generated_module.py)
     retry: bool = False  # its benchmark process died: timed alone, with no other config built meanwhile
+    limit: tuple[float, str] | None = None  # the compile limit it was given and why (the limit adapts)
 
 
 @dataclass
@@ -118,26 +119,63 @@ class Generation:
     def results(self) -> Iterator[Result]:
         try:
             for result in self._run():
-                if self.output is not None:
-                    result = self.output.attach(result)
-                self.known.append(result)
-                yield result
+                yield self._finish(result)
         finally:  # also when the caller stopped early (time budget, Ctrl-C)
-            self._abandon()
-            if self.output is not None:
-                self.output.forget()
+            self.abandon()
+
+    def _finish(self, result: Result) -> Result:
+        """A result as it leaves: with its config's output (worker_output.py), and known."""
+        if self.output is not None:
+            result = self.output.attach(result)
+        self.known.append(result)
+        return result
+
+    @property
+    def busy(self) -> bool:
+        """Some config is still waiting, compiling, running or being timed."""
+        return bool(self.pending or self.jobs or self.to_bench or self.bench_job)
+
+    def add(self, candidates: Sequence[Candidate]) -> None:
+        """More configs, evaluated after those already given (the asynchronous evaluator's
+        submit: one long-lived generation takes configs while others are out)."""
+        self.pending.extend(candidates)
+        self.size += len(candidates)
+        self.keys.update(candidate.key for candidate in candidates)
+
+    def step(self, timeout: float) -> list[Result]:
+        """Drive the workers until a result is known or `timeout` seconds have passed; returns
+        the results known by then (none where nothing is out)."""
+        deadline = time.monotonic() + timeout
+        results: list[Result] = []
+        while self.busy and not results:
+            results = [self._finish(result) for result in self._cycle(max(0.0, deadline - time.monotonic()))]
+            if time.monotonic() >= deadline:
+                break
+        return results
+
+    def abandon(self) -> None:
+        """Drop every config still out, killing or draining the workers busy with them."""
+        self._abandon()
+        self.pending.clear()
+        self.to_bench.clear()
+        if self.output is not None:
+            self.output.forget()
 
     def _run(self) -> Iterator[Result]:
         yield from self._take_over_ahead()
-        while self.pending or self.jobs or self.to_bench or self.bench_job:
-            yield from self._tend_compilers()
-            yield from self._tend_bench()
-            yield from self._use_gpu()
-            self._compile_ahead()
-            ready = self._wait()
-            yield from self._read(ready)
-            yield from self._expire()
+        while self.busy:
+            yield from self._cycle()
         self.complete = True
+
+    def _cycle(self, cap: float = POLL_S) -> Iterator[Result]:
+        """One pass of the event loop: feed and watch the workers, then wait at most `cap` s."""
+        yield from self._tend_compilers()
+        yield from self._tend_bench()
+        yield from self._use_gpu()
+        self._compile_ahead()
+        ready = self._wait(cap)
+        yield from self._read(ready)
+        yield from self._expire()
 
     # -- who may use the GPU -----------------------------------------------------------------
     def _compilers_on_gpu(self) -> bool:
@@ -228,7 +266,8 @@ class Generation:
             worker.restart()
             self.pending.appendleft(candidate)
             return
-        self.jobs[index] = _Job(candidate, COMPILE, time.monotonic() + self.timeouts[COMPILE])
+        self.jobs[index] = _Job(candidate, COMPILE, time.monotonic() + self.timeouts[COMPILE],
+                                limit=(self.timeouts[COMPILE], self.notes[COMPILE]))
 
     def _on_compiler_message(self, index: int) -> Iterator[Result]:
         worker, job = self.compilers[index], self.jobs[index]
@@ -311,8 +350,8 @@ class Generation:
         return result_from_reply(key, reply, job.compile_s)
 
     # -- waiting, deadlines, early stop ----------------------------------------------------------
-    def _wait(self) -> set[Any]:
-        """Sleep until a watched pipe has something or the next deadline passes."""
+    def _wait(self, cap: float = POLL_S) -> set[Any]:
+        """Sleep until a watched pipe has something, the next deadline passes or `cap` s pass."""
         conns = [self.compilers[index].conn for index in self.jobs]
         conns += [self.compilers[index].conn for index, job in self.ahead.jobs.items() if not job.compiled]
         conns += [w.conn for w in self.compilers if w.state in (BOOTING, SETTING_UP) and w.conn is not None]
@@ -323,7 +362,7 @@ class Generation:
                      if job.deadline is not None]
         if self.bench_job is not None:
             deadlines.append(self.bench_job.deadline)
-        timeout = max(0.0, min([*deadlines, now + POLL_S]) - now)
+        timeout = max(0.0, min([*deadlines, now + min(cap, POLL_S)]) - now)
         if not conns:
             time.sleep(min(timeout, 0.05))
             return set()
@@ -347,8 +386,10 @@ class Generation:
                 self._drop(index)
                 self.compilers[index].restart()
                 status = Status.COMPILE_TIMEOUT if job.stage == COMPILE else Status.RUN_TIMEOUT
+                limit_s, note = job.limit if job.stage == COMPILE and job.limit else \
+                    (self.timeouts[job.stage], self.notes[job.stage])
                 yield Result(key=job.candidate.key, status=status, compile_s=job.compile_s,
-                             error=_overran(job.stage, self.timeouts[job.stage], self.notes[job.stage]))
+                             error=_overran(job.stage, limit_s, note))
         for index, ahead in list(self.ahead.jobs.items()):
             if ahead.deadline is not None and ahead.deadline <= now:
                 del self.ahead.jobs[index]
