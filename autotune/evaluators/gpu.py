@@ -47,7 +47,8 @@ from typing import Any, Callable, Iterator, Sequence
 from autotune.evaluators.compile_ahead import COMPILE_AHEAD, Ahead, Guess
 from autotune.evaluators.compile_deadline import CompileDeadline
 from autotune.evaluators.failures import exit_description
-from autotune.evaluators.gpu_generation import COMPILE, Generation, drop_ahead, result_from_reply
+from autotune.evaluators.gpu_generation import Generation, drop_ahead
+from autotune.evaluators.gpu_jobs import COMPILE, result_from_reply
 from autotune.evaluators.gpu_process import (SETTING_UP, Worker, WorkerSetupError, wait_all_ready,
                                              worker_context)
 from autotune.evaluators.gpu_worker import WorkerInit, bench_worker_main, compile_worker_main

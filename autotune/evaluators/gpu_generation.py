@@ -24,53 +24,22 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter, deque
-from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Iterator, Sequence
 
 from autotune.evaluators.compile_ahead import Ahead, AheadJob, Guess
 from autotune.evaluators.failures import exit_description
+from autotune.evaluators.gpu_jobs import COMPILE, RUN, WAITING, BenchJob, Job, result_from_reply
 from autotune.evaluators.gpu_process import BOOTED, BOOTING, READY, SETTING_UP, STOPPED, Worker, WorkerSetupError
 from autotune.evaluators.worker_output import WorkerOutput
 from autotune.types import Candidate, Result, Status
 
-COMPILE, WAITING, RUN = "compile", "waiting", "run"  # a compile job's stages
 POLL_S = 1.0  # longest sleep between looks at booting workers
 BENCH_DRAIN_S = 2.0  # an abandoned benchmark's reply is awaited this long before its worker is replaced
 # AUTOTUNE_BUILD_AHEAD=0: the benchmark worker builds each config only when asked to time it
 # (the behaviour before building ahead, for measuring what building ahead gains).
 BUILD_AHEAD = os.environ.get("AUTOTUNE_BUILD_AHEAD", "1") != "0"
 MAX_ATTEMPTS = 2  # a config whose process died is tried again in a fresh one, this many times in all
-
-
-@dataclass
-class _Job:
-    candidate: Candidate
-    stage: str
-    deadline: float | None  # none while it waits for its grant: the wait is ours, not the config's
-    compile_s: float | None = None
-    generated: Any = None  # where its compile left the generated host function (generated_module.py)
-    retry: bool = False  # its benchmark process died: timed alone, with no other config built meanwhile
-    limit: tuple[float, str] | None = None  # the compile limit it was given and why (the limit adapts)
-
-
-@dataclass
-class _BenchJob:
-    candidate: Candidate
-    compile_s: float | None
-    started: float
-    deadline: float
-    ran: _Job | None = None  # the job it came from, queued again if the process dies under it
-
-
-def result_from_reply(key: str, reply: dict[str, Any], compile_s: float | None) -> Result:
-    """A benchmark worker's reply (or a stand-in for a lost one) as a Result."""
-    return Result(
-        key=key, status=Status(reply["status"]), median_ms=reply.get("median_ms"), min_ms=reply.get("min_ms"),
-        max_ms=reply.get("max_ms"), repetitions=reply.get("repetitions", 0), compile_s=compile_s,
-        bench_s=reply.get("bench_s"), rel_error=reply.get("rel_error"), error=reply.get("error", ""),
-        samples_ms=tuple(reply.get("samples_ms", ())), checked=reply.get("checked", ""),
-    )
 
 
 class Generation:
@@ -85,10 +54,10 @@ class Generation:
         self.notes = {COMPILE: compile_timeout_note, RUN: ""}  # why the deadline is what it is
         self.bench_timeout_s = bench_timeout_s
         self.pending: deque[Candidate] = deque(candidates)
-        self.jobs: dict[int, _Job] = {}  # compile worker index -> its config
+        self.jobs: dict[int, Job] = {}  # compile worker index -> its config
         self.to_grant: list[int] = []  # compiled, waiting for the GPU, in the order they compiled
-        self.to_bench: deque[_Job] = deque()  # ran, in the order they ran
-        self.bench_job: _BenchJob | None = None
+        self.to_bench: deque[Job] = deque()  # ran, in the order they ran
+        self.bench_job: BenchJob | None = None
         self.setup_failures: list[str] = []
         # Compiling ahead (compile_ahead.py): the evaluator's store, kept across generations,
         # and what to ask for the next generation's configs (None: nothing is compiled ahead).
@@ -229,7 +198,7 @@ class Generation:
             self.to_bench.appendleft(ran)
             return
         now = time.monotonic()
-        self.bench_job = _BenchJob(ran.candidate, ran.compile_s, now, now + self.bench_timeout_s, ran)
+        self.bench_job = BenchJob(ran.candidate, ran.compile_s, now, now + self.bench_timeout_s, ran)
 
     # -- compile workers ---------------------------------------------------------------------
     def _tend_compilers(self) -> Iterator[Result]:
@@ -246,8 +215,10 @@ class Generation:
             except WorkerSetupError as error:
                 yield from self._setup_failed(str(error))
                 continue
-            if state == READY and self.pending:
-                self._dispatch(index, self.pending.popleft())
+            if state == READY:
+                self.setup_failures.clear()  # set-ups do not keep failing (a long-lived generation's count)
+                if self.pending:
+                    self._dispatch(index, self.pending.popleft())
 
     def _setup_failed(self, error: str) -> Iterator[Result]:
         """The worker is already stopped (a later pass starts another); if set-ups keep failing,
@@ -266,7 +237,7 @@ class Generation:
             worker.restart()
             self.pending.appendleft(candidate)
             return
-        self.jobs[index] = _Job(candidate, COMPILE, time.monotonic() + self.timeouts[COMPILE],
+        self.jobs[index] = Job(candidate, COMPILE, time.monotonic() + self.timeouts[COMPILE],
                                 limit=(self.timeouts[COMPILE], self.notes[COMPILE]))
 
     def _on_compiler_message(self, index: int) -> Iterator[Result]:
@@ -309,7 +280,7 @@ class Generation:
         yield Result(key=key, status=Status.CRASH, compile_s=job.compile_s,
                      error=f"worker process died {during} ({exit_description(code)}){self._attempts_text(key)}")
 
-    def _drop(self, index: int) -> _Job:
+    def _drop(self, index: int) -> Job:
         if index in self.to_grant:
             self.to_grant.remove(index)
         return self.jobs.pop(index)
@@ -455,10 +426,10 @@ class Generation:
             ahead.counts["used"] += 1
             del ahead.jobs[index]
             if job.compiled:
-                self.jobs[index] = _Job(wanted[key], WAITING, None, job.compile_s, job.generated)
+                self.jobs[index] = Job(wanted[key], WAITING, None, job.compile_s, job.generated)
                 self.to_grant.append(index)
             else:
-                self.jobs[index] = _Job(wanted[key], COMPILE, job.deadline)
+                self.jobs[index] = Job(wanted[key], COMPILE, job.deadline)
         if taken:
             self.pending = deque(candidate for candidate in self.pending if candidate.key not in taken)
 
