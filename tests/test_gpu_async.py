@@ -1,8 +1,9 @@
 """The GPU evaluator behind the asynchronous interface (submit / poll / cancel), driven on the
 CPU by the fake worker targets: a slow compile holds nobody (the others are compiled, timed and
-returned before it ends), a compile past its deadline is killed without holding the others, a
-dying worker still costs only its config (tried MAX_ATTEMPTS times), the session keeps configs
-in flight through it, and baselines are still timed in a fresh benchmark process."""
+returned before it ends), a compile past its deadline is killed without holding the others and
+the deadline adapts while configs are out, a dying worker still costs only its config (tried
+MAX_ATTEMPTS times), the session keeps configs in flight through it, and baselines are still
+timed in a fresh benchmark process."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from autotune.store.cache import Cache
 from autotune.evaluators.base import InOrder, is_asynchronous
+from autotune.evaluators.compile_deadline import CompileDeadline
 from autotune.evaluators.fake import FakeEvaluator
 from autotune.evaluators.gpu import GPUEvaluator
 from autotune.evaluators.gpu_generation import MAX_ATTEMPTS
@@ -89,6 +91,26 @@ def test_a_compile_past_its_deadline_is_killed_without_holding_the_others(env):
     assert "compile did not finish within 3 s" in results["hang"][0].error
     assert results["hang"][1] >= 3.0
     assert all(results[f"q{i}"][0].status is Status.OK and results[f"q{i}"][1] < 3.0 for i in range(4)), results
+
+
+def test_the_compile_limit_adapts_while_configs_are_out(env):
+    """One stream, no generation boundary: a hang dispatched before the session knows its
+    compile times gets the user's limit; one dispatched after, the tightened one."""
+    gpu = async_evaluator(2, compile_timeout_s=3.0)
+    gpu.compile_deadline = CompileDeadline(3.0, factor=10.0, floor_s=0.5, warmup=4)  # test-sized limit and floor
+    try:
+        gpu.submit([candidate("early hang", "hang_compile"), *[candidate(f"c{i}", compile_s=0.02) for i in range(4)]])
+        first = {result.key: result for result, _ in collect(gpu, 4)}  # the quick ones, before the hang's limit
+        assert set(first) == {f"c{i}" for i in range(4)}
+        gpu.submit([candidate("late hang", "hang_compile")])
+        later = {result.key: (result, when) for result, when in collect(gpu, 2)}
+    finally:
+        gpu.close()
+    early, late = later["early hang"], later["late hang"]
+    assert early[0].status is late[0].status is Status.COMPILE_TIMEOUT
+    assert "within 3 s; worker killed" in early[0].error
+    assert "within 0.5 s (10x this session's median compile time" in late[0].error
+    assert late[1] < early[1]  # the later hang was cut short first
 
 
 def test_deaths_cost_only_their_configs_through_the_asynchronous_path_and_baselines_are_fresh(env):
