@@ -62,6 +62,19 @@ def _work_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_SERVER", "off")
 
 
+@pytest.fixture(autouse=True)
+def _triton_interpret_put_back():
+    """`--interpret` run in a test's own process sets TRITON_INTERPRET; monkeypatch cannot put
+    back a variable that was absent when it was deleted, so it is put back here, or every
+    later test of this worker would import Triton kernels as interpreted."""
+    before = os.environ.get("TRITON_INTERPRET")
+    yield
+    if before is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = before
+
+
 # -- tasks ----------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def helion_task() -> TuningTask:

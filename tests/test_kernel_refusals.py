@@ -103,6 +103,14 @@ KERNELS = textwrap.dedent('''
 
 @pytest.fixture()
 def folder(tmp_path: Path, monkeypatch) -> Path:
+    # `--interpret` below runs in this process and sets TRITON_INTERPRET before it imports what
+    # it needs; Triton decides at `@triton.jit` time, so the built-in kernels and Helion are
+    # imported first, without it, as the other tests of this worker will want them.
+    import helion  # noqa: F401
+
+    from autotune.kernels.registry import all_kernels
+
+    all_kernels()
     (tmp_path / "kernels.py").write_text(KERNELS)
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # --interpret sets it: put back after the test
