@@ -158,9 +158,9 @@ def subprocess_execute(examples: Path, seconds: float, work: Path,
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.communicate()
-                return {"status": "timeout", "wall_s": round(time.monotonic() - started, 1),
+                return {"status": "timeout", "wall_s": round(time.monotonic() - started, 3),
                         "error": f"killed at its deadline of {limit:g} s"}
-            wall = round(time.monotonic() - started, 1)
+            wall = round(time.monotonic() - started, 3)
             if not out.exists():
                 tail = stderr.strip().splitlines()[-1:] or ["no output"]
                 return {"status": "failed", "wall_s": wall, "error": f"exit {process.returncode}: {tail[0][:300]}"}
