@@ -149,6 +149,13 @@ def _canonical(where: str) -> str:
         return str(path)
 
 
+def load_file(where: str | Path) -> ModuleType:
+    """A Python file imported as a module of its own, once per process: under a name derived
+    from its path (the same in every process), with its folder importable while it loads; a
+    file that fails to import is one line (KernelNotFound)."""
+    return _load_file(str(where))
+
+
 def _load_file(where: str) -> ModuleType:
     path = Path(where).expanduser()
     if not path.is_file():

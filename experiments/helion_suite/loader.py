@@ -7,12 +7,11 @@ and the kernel; loading it builds the same Kernel, with the suite's hooks, in ev
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from autotune.kernel_loader import load_file
 from experiments.helion_suite.hooks import hooks_for
 from experiments.helion_suite.manifest import BY_NAME, SuiteKernel
 
@@ -26,19 +25,7 @@ def load_module(examples: Path, file: str) -> ModuleType:
     path = (Path(examples).expanduser() / file).resolve()
     if not path.is_file():
         raise ExamplesMissing(f"no {file} in {examples}: point --examples at a checkout of Helion's examples/")
-    name = f"helion_suite_examples_{path.stem}_{abs(hash(str(path.parent))) % 10**8}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
+    return load_file(path)
 
 
 def build(name: str, examples: Path) -> Any:
