@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -182,3 +183,19 @@ class KillsItsCompileWorker:
                     out.write(f"killed pid {os.getpid()}\n")
                 os._exit(1)
         return quick_compile_s(params)
+
+
+def generation_of(task: Any, count: int) -> list:
+    """`count` configs of `task`, the same ones every run (the throughput experiment's generation)."""
+    from experiments.distributed_throughput import generation
+
+    return generation(task, count, seed=5)
+
+
+def collect_results(evaluator: Any, count: int, deadline_s: float) -> list:
+    """Poll an asynchronous evaluator until `count` results came back, failing past the deadline."""
+    results, deadline = [], time.monotonic() + deadline_s
+    while len(results) < count and time.monotonic() < deadline:
+        results += evaluator.poll(0.05)
+    assert len(results) == count, f"{len(results)} of {count} results within {deadline_s} s"
+    return results

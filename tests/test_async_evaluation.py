@@ -18,7 +18,7 @@ pytest.importorskip("distributed")
 
 from autotune.store.cache import Cache  # noqa: E402
 from autotune.distributed import on_worker  # noqa: E402
-from autotune.distributed.cluster import connect, parse_workers, start_local_cluster  # noqa: E402
+from autotune.distributed.cluster import parse_workers, start_local_cluster  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.fake_farm import FakeFarmFactory  # noqa: E402
 from autotune.evaluators.base import InOrder  # noqa: E402
@@ -26,8 +26,7 @@ from autotune.evaluators.fake import FakeEvaluator  # noqa: E402
 from autotune.session import Session, SessionSettings, SilentReporter  # noqa: E402
 from autotune.strategies import get_strategy  # noqa: E402
 from autotune.types import Status  # noqa: E402
-from distributed_fakes import (KillsItsCompileWorker, KillsItsWorker, SlowCompile, hashed_cost,  # noqa: E402
-                               quick_compile_s)
+from distributed_fakes import SlowCompile, collect_results, generation_of, hashed_cost, quick_compile_s  # noqa: E402
 from search_spaces.space import canonical_json  # noqa: E402
 
 SEED, BUDGET, WINDOW = 3, 30, 4
@@ -172,16 +171,16 @@ def test_in_ask_order_a_slow_compile_still_holds_no_evaluation(reference, triton
 
 def test_the_compile_deadline_adapts_to_the_sessions_compile_times(triton_task, threads, tmp_path):
     """After 16 quick compiles a config that compiles for long is cut at the floor, 5 s, not 60 s."""
-    candidates = _generation(triton_task, 20)
+    candidates = generation_of(triton_task, 20)
     victim = canonical_json(candidates[-1].params)
     factory = FakeFarmFactory(hashed_cost, SlowCompile(victim=victim, seconds=30.0), bench_s=0.0)
     evaluator = distributed_evaluator(threads, factory, gpus=2, farm=True)
     try:
         evaluator.submit(candidates[:-1])
-        results = _collect(evaluator, len(candidates) - 1, 20.0)
+        results = collect_results(evaluator, len(candidates) - 1, 20.0)
         started = time.monotonic()
         evaluator.submit(candidates[-1:])
-        (slow,) = _collect(evaluator, 1, 20.0)
+        (slow,) = collect_results(evaluator, 1, 20.0)
     finally:
         evaluator.close()
     assert all(r.ok for r in results)
@@ -189,18 +188,6 @@ def test_the_compile_deadline_adapts_to_the_sessions_compile_times(triton_task, 
 
 
 # -- helpers and small rules -------------------------------------------------------------------------
-def _generation(task, count: int) -> list:
-    from experiments.distributed_throughput import generation
-
-    return generation(task, count, seed=5)
-
-
-def _collect(evaluator, count: int, deadline_s: float) -> list:
-    results, deadline = [], time.monotonic() + deadline_s
-    while len(results) < count and time.monotonic() < deadline:
-        results += evaluator.poll(0.05)
-    assert len(results) == count, f"{len(results)} of {count} results within {deadline_s} s"
-    return results
 
 
 def test_workers_with_compile_workers():

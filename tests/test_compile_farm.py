@@ -4,7 +4,6 @@ more elsewhere); the artifacts a dead compile worker held are compiled again."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -14,7 +13,7 @@ from autotune.distributed.cluster import connect  # noqa: E402
 from autotune.distributed.evaluator import distributed_evaluator  # noqa: E402
 from autotune.distributed.fake_farm import FakeFarmFactory  # noqa: E402
 from autotune.types import Status  # noqa: E402
-from distributed_fakes import KillsItsCompileWorker, KillsItsWorker  # noqa: E402
+from distributed_fakes import KillsItsCompileWorker, KillsItsWorker, collect_results, generation_of  # noqa: E402
 from search_spaces.space import canonical_json  # noqa: E402
 
 
@@ -26,7 +25,7 @@ def processes():
 
 
 def test_a_dying_compile_worker_or_gpu_worker_costs_only_its_config(triton_task, processes, tmp_path):
-    candidates = _generation(triton_task, 12)
+    candidates = generation_of(triton_task, 12)
     compile_victim, gpu_victim = (canonical_json(candidates[i].params) for i in (3, 8))
     log, timed = tmp_path / "compiled", tmp_path / "timed"
     factory = FakeFarmFactory(KillsItsWorker(victim=gpu_victim, marker=str(tmp_path / "gpu-kills"), log=str(timed)),
@@ -36,7 +35,7 @@ def test_a_dying_compile_worker_or_gpu_worker_costs_only_its_config(triton_task,
     assert evaluator.pipeline.farm and "compiling on 2 (compile0, compile1)" in evaluator.description
     try:
         evaluator.submit(candidates)
-        results = _collect(evaluator, len(candidates), 45.0)
+        results = collect_results(evaluator, len(candidates), 45.0)
     finally:
         evaluator.close()
     assert (tmp_path / "compile-kills").read_text().count("killed") == 1
@@ -52,33 +51,18 @@ def test_a_dying_compile_worker_or_gpu_worker_costs_only_its_config(triton_task,
     assert {r.measured_on for r in results} == {"cpu0", "cpu1"}  # timed on GPU workers only
 
 
-
 def test_a_config_whose_compile_worker_dies_twice_is_recorded_as_crash(triton_task, processes, tmp_path):
-    candidates = _generation(triton_task, 4)
+    candidates = generation_of(triton_task, 4)
     victim = canonical_json(candidates[1].params)
     factory = FakeFarmFactory(KillsItsWorker(victim="none", marker=str(tmp_path / "unused")),
                               KillsItsCompileWorker(victim=victim, marker=str(tmp_path / "kills"), every_time=True))
     evaluator = distributed_evaluator(processes, factory, farm=True)
     try:
         evaluator.submit(candidates)
-        results = {r.key: r for r in _collect(evaluator, len(candidates), 45.0)}
+        results = {r.key: r for r in collect_results(evaluator, len(candidates), 45.0)}
     finally:
         evaluator.close()
     assert (tmp_path / "kills").read_text().count("killed") == 2  # on each compile worker once, no more
     crashed = results.pop(candidates[1].key)
     assert crashed.status is Status.CRASH and "died twice" in crashed.error and "compile" in crashed.error
     assert all(r.ok for r in results.values())
-
-
-def _generation(task, count: int) -> list:
-    from experiments.distributed_throughput import generation
-
-    return generation(task, count, seed=5)
-
-
-def _collect(evaluator, count: int, deadline_s: float) -> list:
-    results, deadline = [], time.monotonic() + deadline_s
-    while len(results) < count and time.monotonic() < deadline:
-        results += evaluator.poll(0.05)
-    assert len(results) == count, f"{len(results)} of {count} results within {deadline_s} s"
-    return results
